@@ -1,0 +1,66 @@
+"""Keep `torch._dynamo` from loading until a script really compiles something.
+
+Every `torch.optim` step runs `import torch._dynamo; torch._dynamo.graph_break()`,
+which costs more than importing torch itself, although in eager mode both calls
+do nothing. Before torch is imported, the checked process puts a stand-in module
+under that name. It answers the two eager-mode calls (`graph_break`, `disable`)
+the way the real module does outside compilation, and on any other use it loads
+the real module and steps aside, so `torch.compile` works as usual.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import Any, Callable
+
+NAME = "torch._dynamo"
+
+
+def _real() -> types.ModuleType | None:
+    module = sys.modules.get(NAME)
+    return None if isinstance(module, _StandIn) else module
+
+
+class _DeferredDisable:
+    """What `torch._dynamo.disable(fn)` returns: `fn` itself until dynamo is really loaded."""
+
+    def __init__(self, fn: Callable, args: tuple, kwargs: dict):
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+        self.disabled: Callable | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        real = _real()
+        if real is None:
+            return self.fn(*args, **kwargs)
+        if self.disabled is None:
+            self.disabled = real.disable(self.fn, *self.args, **self.kwargs)
+        return self.disabled(*args, **kwargs)
+
+
+class _StandIn(types.ModuleType):
+    def graph_break(self, *args: Any, **kwargs: Any) -> None:
+        real = _real()
+        if real is not None:
+            real.graph_break(*args, **kwargs)
+
+    def disable(self, fn: Callable | None = None, *args: Any, **kwargs: Any) -> Any:
+        if fn is None:
+            return self._load().disable(fn, *args, **kwargs)
+        return _DeferredDisable(fn, args, kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name != "__path__":  # introspection, e.g. inspect.getmodule
+            raise AttributeError(name)
+        return getattr(self._load(), name)
+
+    def _load(self) -> types.ModuleType:
+        if sys.modules.get(NAME) is self:
+            del sys.modules[NAME]
+        return importlib.import_module(NAME)
+
+
+def install() -> None:
+    """Put the stand-in in place; call before the first `import torch`."""
+    if NAME not in sys.modules:
+        sys.modules[NAME] = _StandIn(NAME)

@@ -1,0 +1,90 @@
+"""The checked process: ``python -m checker.harness SCRIPT DEVICE CHANNEL_DIR``.
+
+Installs the observers, runs the script as ``__main__`` (as ``python SCRIPT``
+would, with ``KATA_DEVICE`` set), then writes what it saw to
+``CHANNEL_DIR/record.json``. The ``kata`` process judges that record; it never
+reads the script's own output for the verdict.
+"""
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import sys
+import traceback
+
+SCHEMA = 1
+RECORD = "record.json"
+
+
+def script_traceback(exc: BaseException, script: str) -> str:
+    """The traceback, keeping only frames from the script's own folder."""
+    folder = os.path.dirname(os.path.abspath(script)) + os.sep
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if os.path.abspath(f.filename).startswith(folder)]
+    lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames)] if frames else []
+    return "".join(lines + traceback.format_exception_only(type(exc), exc)).rstrip()
+
+
+def run_script(script: str, device: str) -> dict:
+    os.environ["KATA_DEVICE"] = device
+    sys.argv = [script]
+    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        return {"status": "finished" if code == 0 else "exit", "code": code}
+    except BaseException as exc:  # noqa: BLE001 - the script's failure is the result
+        return {"status": "exception", "error": f"{type(exc).__name__}: {exc}",
+                "traceback": script_traceback(exc, script)}
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    return {"status": "finished", "code": 0}
+
+
+def write_record(channel_dir: str, record: dict) -> None:
+    path = os.path.join(channel_dir, RECORD)
+    with open(path + ".tmp", "w") as f:
+        json.dump(record, f)
+    os.replace(path + ".tmp", path)
+
+
+def main() -> None:
+    script, device, channel_dir = sys.argv[1:4]
+    from checker import fast_start
+
+    fast_start.install()
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        write_record(channel_dir, {"schema": SCHEMA, "complete": True, "outcome": {"status": "no-cuda"}})
+        return
+
+    from checker.probes import PROBES
+    from checker.session import Session
+
+    session = Session(channel_dir)
+    observers = {probe.ID: probe.Observer(session) for probe in PROBES}
+    session.install()
+    outcome = run_script(script, device)
+
+    observations = {}
+    for probe_id, observer in observers.items():
+        try:
+            observations[probe_id] = observer.summary()
+        except Exception as exc:  # reported as that probe's error, never as a pass
+            session.errors[probe_id] = f"{type(exc).__name__}: {exc}"
+    write_record(channel_dir, {
+        "schema": SCHEMA,
+        "complete": True,
+        "device": device,
+        "torch": torch.__version__,
+        "outcome": outcome,
+        "facts": session.summary(),
+        "observations": observations,
+    })
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+from katas.cli import main
+
+main()

@@ -1,0 +1,44 @@
+"""Rendering a check report for people: a rich table that degrades to plain text."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from checker.findings import ERROR, FAIL, NOT_APPLICABLE, PASS, Finding
+from checker.verdict import Report
+
+STYLES = {PASS: ("PASS", "green"), FAIL: ("FAIL", "bold red"), NOT_APPLICABLE: ("n/a", "dim"), ERROR: ("ERROR", "magenta")}
+
+
+def status_text(status: str) -> Text:
+    label, style = STYLES[status]
+    return Text(label, style=style)
+
+
+def findings_table(findings: list[Finding]) -> Table:
+    table = Table(show_edge=False, header_style="bold", pad_edge=False)
+    for column in ("check", "status", "measured", "threshold", "what was observed"):
+        table.add_column(column, overflow="fold")
+    for f in findings:
+        table.add_row(f.probe, status_text(f.status), f.measured, f.threshold, f.message)
+        for part in f.parts:
+            table.add_row(f"  {part.title}", status_text(part.status), part.measured, part.threshold, part.message)
+    return table
+
+
+def show(report: Report, console: Console, command: str) -> None:
+    console.print(f"[bold]kata check[/] {escape(report.script)}  [dim]({report.device}, {report.seconds:.1f} s)[/]")
+    if report.findings:
+        console.print(findings_table(report.findings))
+    if report.detail:
+        console.print(Text(report.detail, style="red"))
+    if report.verdict in ("script-failed", "timeout") and report.output.strip():
+        console.print("[dim]last lines the script printed:[/]")
+        console.print(Text("\n".join(report.output.rstrip().splitlines()[-15:]), style="dim"))
+    if report.verdict == "pass":
+        console.print(f"[green]✓ {report.problem}[/]")
+    else:
+        console.print(f"[red]✗ {escape(report.problem)}[/]")
+        console.print(f"Edit the script, then run [bold]{escape(command)}[/] again.")
