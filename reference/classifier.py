@@ -66,7 +66,7 @@ class Classifier(nn.Module):
         return self.head(h)
 
 
-def train_one_epoch(model, loader, criterion, optimizer, scheduler, device, max_grad_norm=0.5):
+def train_one_epoch(model, loader, criterion, optimizer, scheduler, device, max_grad_norm=0.1):
     model.train()
     total_loss, n_seen = 0.0, 0
     for x, y in loader:

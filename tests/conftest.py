@@ -1,0 +1,45 @@
+"""Shared helpers: run scripts under the checker, concurrently, once per session."""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from checker.runner import run
+from checker.verdict import Report, judge
+
+# Checks run side by side; one math thread each keeps them from starving one another.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+REFERENCES = ROOT / "reference"
+
+
+def check(path: Path, device: str = "cpu", timeout: float = 120) -> Report:
+    return judge(run(path, device, timeout), str(path), device, timeout)
+
+
+def check_all(paths: list[Path]) -> dict[Path, Report]:
+    """Check many scripts at once: each check is its own process, so threads suffice."""
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        return dict(zip(paths, pool.map(check, paths)))
+
+
+def failed_probes(report: Report) -> set[str]:
+    return {f.probe for f in report.findings if f.failed}
+
+
+@pytest.fixture(scope="session")
+def checked():
+    """Lazily checks scripts, caching reports for the whole session."""
+    cache: dict[Path, Report] = {}
+
+    def get(*paths: Path) -> list[Report]:
+        missing = [p for p in paths if p not in cache]
+        cache.update(check_all(missing))
+        return [cache[p] for p in paths]
+
+    return get

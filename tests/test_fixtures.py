@@ -1,0 +1,33 @@
+"""Every hand-written fixture fails exactly the probes its first line names.
+
+A fixture's first line reads ``# expect: probe-a probe-b`` (empty: all pass). Broken
+variants name their probe, alternative correct fixes name none, masks name the
+probe they fail to fix (and anything else they break).
+"""
+from __future__ import annotations
+
+import pytest
+
+from conftest import FIXTURES, failed_probes
+
+SCRIPTS = sorted(p for p in FIXTURES.glob("*.py") if p.name != "kit.py")
+
+
+def expected(path) -> set[str]:
+    first = path.read_text().splitlines()[0]
+    assert first.startswith("# expect:"), f"{path.name} must start with '# expect:'"
+    return set(first.removeprefix("# expect:").split())
+
+
+@pytest.fixture(scope="module")
+def reports(checked):
+    return dict(zip(SCRIPTS, checked(*SCRIPTS)))
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_fixture_fails_exactly_the_expected_probes(script, reports):
+    report = reports[script]
+    assert report.verdict in ("pass", "fail"), f"{report.problem}\n{report.detail}\n{report.output}"
+    details = "\n".join(f"{f.probe}: {f.status} {f.message}" for f in report.findings)
+    assert failed_probes(report) == expected(script), details
+    assert report.exit_code == (1 if expected(script) else 0)
