@@ -56,9 +56,7 @@ def check(path: Path, device: str, timeout: float, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
-        from rich.console import Console
+        from katas.render import make_console, show
 
-        from katas.render import show
-
-        show(report, Console(), f"kata check {shlex.quote(str(path))}")
+        show(report, make_console(), f"kata check {shlex.quote(str(path))}")
     sys.exit(report.exit_code)

@@ -1,6 +1,9 @@
 """Rendering a check report for people: a rich table that degrades to plain text."""
 from __future__ import annotations
 
+import os
+
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -12,15 +15,24 @@ from checker.verdict import Report
 STYLES = {PASS: ("PASS", "green"), FAIL: ("FAIL", "bold red"), NOT_APPLICABLE: ("n/a", "dim"), ERROR: ("ERROR", "magenta")}
 
 
+def make_console() -> Console:
+    """Rich's console (it honours NO_COLOR and drops colour when piped), wider when not a terminal."""
+    console = Console()
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(width=120)
+    return console
+
+
 def status_text(status: str) -> Text:
     label, style = STYLES[status]
     return Text(label, style=style)
 
 
 def findings_table(findings: list[Finding]) -> Table:
-    table = Table(show_edge=False, header_style="bold", pad_edge=False)
-    for column in ("check", "status", "measured", "threshold", "what was observed"):
-        table.add_column(column, overflow="fold")
+    table = Table(show_edge=False, header_style="bold", pad_edge=False, box=box.SIMPLE_HEAD)
+    for column in ("check", "status", "measured", "threshold"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("what was observed", ratio=1, min_width=30)
     for f in findings:
         table.add_row(f.probe, status_text(f.status), f.measured, f.threshold, f.message)
         for part in f.parts:

@@ -61,7 +61,7 @@ def judge(obs: dict, facts: dict) -> Finding:
         return Finding(ID, TITLE, NOT_APPLICABLE, message="no optimizer step followed a clipping call")
     steps, over, clip = obs["steps"], obs["over"], obs["max_norm"]
     series = {"applied gradient norm per step": obs["applied_norms"], "clip value": [clip]}
-    measured, threshold = f"{over} of {steps} steps", f"0 above {clip:g}"
+    measured, threshold = f"{over} of {steps} steps > {clip:g}", "0"
     engaged = f"clipping engaged at {obs['engaged']} of {obs['calls']} calls"
     if over:
         peak = max(obs["applied_norms"])

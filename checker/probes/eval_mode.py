@@ -29,7 +29,7 @@ def judge(obs: dict, facts: dict) -> Finding:
     batches = sum(row["batches"] for row in rows)
     active = sum(row["active"] for row in rows)
     series = {"training-mode batches per validation pass": [row["active"] for row in rows]}
-    measured, threshold = f"{active} of {batches} batches", "0 batches"
+    measured, threshold = f"{active} of {batches} batches", "0"
     if active:
         return Finding(ID, TITLE, FAIL, measured, threshold,
                        f"dropout or batch-norm behaved as in training in {active} of {batches} validation batches",

@@ -69,7 +69,7 @@ def judge(obs: dict, facts: dict) -> Finding:
     took_part, starved = obs["took_part"], obs["starved"]
     if took_part == 0:
         return Finding(ID, TITLE, NOT_APPLICABLE, message="no trained parameter ran in a training batch")
-    measured, threshold = f"{starved} of {took_part} tensors", "0 tensors"
+    measured, threshold = f"{starved} of {took_part} tensors", "0"
     if starved:
         kinds = ", ".join(sorted(set(obs["starved_params"])))
         return Finding(ID, TITLE, FAIL, measured, threshold,

@@ -63,7 +63,7 @@ def judge(obs: dict, facts: dict) -> Finding:
     series = {"stale parameters per step": obs["stale_params_per_step"]}
     if steps == 0:
         return Finding(ID, TITLE, NOT_APPLICABLE, message="no optimizer step was observed")
-    measured, threshold = f"{stale} of {steps} steps", "0 steps"
+    measured, threshold = f"{stale} of {steps} steps", "0"
     if stale:
         return Finding(ID, TITLE, FAIL, measured, threshold,
                        f"updates at {stale} of {steps} steps also carried gradients left over from earlier steps",

@@ -79,7 +79,7 @@ def judge(obs: dict, facts: dict) -> Finding:
     series = {"graphs alive per batch": obs["alive_per_batch"]}
     if batches == 0:
         return Finding(ID, TITLE, NOT_APPLICABLE, message="no forward pass built an autograd graph")
-    measured, threshold = f"{leaked} of {batches} batches", f"0 alive {LAG} batches later"
+    measured, threshold = f"{leaked} of {batches} batches", "0"
     if leaked:
         return Finding(ID, TITLE, FAIL, measured, threshold,
                        f"graphs from {leaked} of {batches} batches were still alive {LAG} batches later "

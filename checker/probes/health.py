@@ -83,14 +83,14 @@ def _row(name: str, ok: bool | None, measured: str, threshold: str, message: str
 def judge(obs: dict, facts: dict) -> Finding:
     losses = facts["losses"]
     steps = facts["steps"]
-    parts = [_row("training-ran", steps > 0, f"{steps} steps", ">= 1 step",
+    parts = [_row("training-ran", steps > 0, f"{steps} steps", "≥ 1",
                   "optimizer steps were taken" if steps else "no optimizer step was observed")]
 
     k = obs["classes"]
     if losses and losses[0] is not None and k:
         initial, expected = losses[0] * accumulation(facts), math.log(k)
         low, high = LOSS_BAND[0] * expected, LOSS_BAND[1] * expected
-        parts.append(_row("initial-loss", low <= initial <= high, f"{initial:.3g}", f"{low:.2g}..{high:.2g}",
+        parts.append(_row("initial-loss", low <= initial <= high, f"{initial:.3g}", f"{low:.2g}–{high:.2g}",
                           f"first loss {initial:.3g} against ln({k}) = {expected:.3g}"))
     else:
         parts.append(_row("initial-loss", None, "", "", "no initial loss or class count was observed"))
@@ -99,7 +99,7 @@ def judge(obs: dict, facts: dict) -> Finding:
     if len(values) >= 2:
         fifth = max(1, len(values) // 5)
         start, end = sum(values[:fifth]) / fifth, sum(values[-fifth:]) / fifth
-        parts.append(_row("loss-falls", end <= FALL * start, f"{start:.3g} -> {end:.3g}", f"<= {FALL:.0%} of start",
+        parts.append(_row("loss-falls", end <= FALL * start, f"{start:.3g} -> {end:.3g}", f"≤ {FALL:.0%} of start",
                           f"mean training loss went from {start:.3g} to {end:.3g}"))
     else:
         parts.append(_row("loss-falls", False, f"{len(values)} finite losses", ">= 2",
@@ -107,7 +107,7 @@ def judge(obs: dict, facts: dict) -> Finding:
 
     skipped, batches = skipped_updates(facts)
     parts.append(_row("updates-every-batch", skipped == 0 and batches > 0, f"{skipped} of {batches} skipped",
-                      "0 skipped", f"{batches - skipped} of {batches} training batches led to an update"))
+                      "0", f"{batches - skipped} of {batches} training batches led to an update"))
 
     parts.append(_row("weights-finite", facts["params_finite"], "finite" if facts["params_finite"] else "non-finite",
                       "finite", "final weights are finite" if facts["params_finite"] else "final weights hold NaN or inf"))
@@ -116,7 +116,7 @@ def judge(obs: dict, facts: dict) -> Finding:
     if acc:
         accuracy, chance = acc["correct"] / acc["total"], acc["majority"] / acc["total"]
         bar = chance + ABOVE_CHANCE * (1 - chance)
-        parts.append(_row("val-accuracy", accuracy >= bar, f"{accuracy:.3f}", f">= {bar:.3f}",
+        parts.append(_row("val-accuracy", accuracy >= bar, f"{accuracy:.3f}", f"≥ {bar:.3f}",
                           f"last validation pass: accuracy {accuracy:.3f}, chance {chance:.3f}"))
     else:
         parts.append(_row("val-accuracy", None, "", "", "no validation pass with labels was observed"))
@@ -125,4 +125,4 @@ def judge(obs: dict, facts: dict) -> Finding:
     status = FAIL if failed else PASS
     message = "; ".join(p.message for p in failed) if failed else "the script trains and learns"
     passed = sum(p.status == PASS for p in parts)
-    return Finding(ID, TITLE, status, f"{passed} of {len(parts)} criteria", "all that apply", message, parts=parts)
+    return Finding(ID, TITLE, status, f"{passed} of {len(parts)} criteria", "all", message, parts=parts)

@@ -144,7 +144,7 @@ def judge_one(s: dict) -> tuple[bool, str, str, str]:
     best = min(results, key=results.get)
     wrong = results[best]
     label = {"per_step": "once per optimizer step", "per_epoch": "once per epoch"}[best]
-    measured, threshold = f"{wrong} of {n} steps off", "0 steps off"
+    measured, threshold = f"{wrong} of {n} steps off", "0"
     if wrong:
         return False, measured, threshold, (
             f"the learning rate differed from {name} stepped {label} at {wrong} of {n} optimizer steps "

@@ -29,7 +29,7 @@ def judge(obs: dict, facts: dict) -> Finding:
     batches = sum(row["batches"] for row in rows)
     inactive = sum(row["inactive"] for row in rows)
     series = {"eval-mode batches per training pass": [row["inactive"] for row in rows]}
-    measured, threshold = f"{inactive} of {batches} batches", "0 batches"
+    measured, threshold = f"{inactive} of {batches} batches", "0"
     if inactive:
         first = next(i for i, row in enumerate(rows) if row["inactive"])
         return Finding(ID, TITLE, FAIL, measured, threshold,

@@ -42,14 +42,14 @@ def judge(obs: dict, facts: dict) -> Finding:
     few = [r for r in reports if r["workers"] < MIN_WORKERS]
     if few:
         where = "the main process" if few[0]["workers"] == 0 else "a single worker"
-        return Finding(ID, TITLE, FAIL, f"{few[0]['workers']} workers", f">= {MIN_WORKERS} workers",
+        return Finding(ID, TITLE, FAIL, f"{few[0]['workers']} workers", f"≥ {MIN_WORKERS} workers",
                        f"random augmentation ({few[0]['generator']}) was drawn in {where}, "
                        f"so parallel loading never ran")
     streams: dict[tuple, list[str]] = defaultdict(list)
     for r in reports:
         streams[r["loader"], r["generator"]].append(r["start"])
     replayed = sum(len(starts) - len(set(starts)) for starts in streams.values())
-    measured, threshold = f"{replayed} of {len(reports)} starts", "0 repeated"
+    measured, threshold = f"{replayed} of {len(reports)} repeated", "0"
     if replayed:
         names = ", ".join(sorted({g for (_, g), starts in streams.items() if len(starts) > len(set(starts))}))
         return Finding(ID, TITLE, FAIL, measured, threshold,

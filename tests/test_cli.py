@@ -1,0 +1,125 @@
+"""The `kata check` command: exit codes, JSON, plain output, and what it must never do."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from conftest import FIXTURES, REFERENCES, ROOT
+from katas.cli import main
+
+
+def kata(*args: str, env: dict | None = None):
+    return CliRunner().invoke(main, list(args), env=env)
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_help_teaches_usage_and_exit_codes():
+    result = kata("check", "--help")
+    assert result.exit_code == 0
+    for words in ("--device", "--timeout", "--json", "Exit codes", "health gate", "never from its text"):
+        assert words in result.output
+
+
+def test_json_report_is_versioned_and_complete():
+    result = kata("check", "--json", str(FIXTURES / "grads_accumulate__broken.py"))
+    assert result.exit_code == 1
+    doc = json.loads(result.output)
+    assert doc["schema"] == "torch-katas/check/1"
+    assert doc["verdict"] == "fail" and doc["exit_code"] == 1
+    probes = {p["probe"]: p for p in doc["probes"]}
+    assert probes["grads-accumulate"]["status"] == "fail"
+    assert probes["grads-accumulate"]["series"]["stale parameters per step"][1:] == [12] * 47
+    assert {"measured", "threshold", "message"} <= probes["health"].keys()
+    assert [p["title"] for p in probes["health"]["parts"]][0] == "training ran"
+
+
+def test_plain_output_without_a_terminal_names_the_symptom_and_the_next_command():
+    script = FIXTURES / "graphs_retained__broken.py"
+    result = kata("check", str(script), env={"NO_COLOR": "1"})
+    assert result.exit_code == 1
+    assert "\x1b[" not in result.output
+    text = " ".join(result.output.split())
+    assert "graphs-retained FAIL" in text
+    assert "still alive 2 batches later" in text
+    assert f"run kata check {script} again" in text
+
+
+def test_missing_path_is_a_usage_error(tmp_path):
+    result = kata("check", str(tmp_path / "nope.py"))
+    assert result.exit_code == 2
+    assert "does not exist" in result.output
+
+
+def test_cuda_without_cuda_is_a_usage_error():
+    result = kata("check", "--device", "cuda", str(REFERENCES / "binary.py"))
+    assert result.exit_code == 2
+    assert "CUDA is not available" in result.output
+
+
+def test_exception_in_the_script_exits_3_with_its_own_frames(tmp_path):
+    script = write(tmp_path, "boom.py", "import torch\n\ndef f():\n    raise ValueError('bad shape')\n\nf()\n")
+    result = kata("check", str(script))
+    assert result.exit_code == 3
+    assert "ValueError: bad shape" in result.output
+    assert 'boom.py", line 4, in f' in result.output
+    assert "runpy" not in result.output and "harness" not in result.output
+
+
+def test_nonzero_exit_is_a_script_failure(tmp_path):
+    result = kata("check", str(write(tmp_path, "quit.py", "import sys\nsys.exit(5)\n")))
+    assert result.exit_code == 3
+    assert "exited with status 5" in result.output
+
+
+def test_timeout_exits_4_and_says_so(tmp_path):
+    result = kata("check", "--timeout", "1", "--json", str(write(tmp_path, "spin.py", "while True:\n    pass\n")))
+    assert result.exit_code == 4
+    doc = json.loads(result.output)
+    assert doc["verdict"] == "timeout" and "did not finish within 1 s" in doc["problem"]
+
+
+def test_a_script_that_never_trains_fails_the_health_gate(tmp_path):
+    result = kata("check", "--json", str(write(tmp_path, "idle.py", "import torch\nprint(torch.ones(2))\n")))
+    assert result.exit_code == 1
+    doc = json.loads(result.output)
+    health = next(p for p in doc["probes"] if p["probe"] == "health")
+    assert health["status"] == "fail" and "no optimizer step" in health["message"]
+
+
+def test_checking_never_touches_the_file_or_its_folder(tmp_path):
+    script = write(tmp_path, "train.py", (FIXTURES / "baseline.py").read_text().replace("import kit", "import kit  # local"))
+    (tmp_path / "kit.py").write_text((FIXTURES / "kit.py").read_text())
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in tmp_path.iterdir()}
+    result = kata("check", str(script))
+    assert result.exit_code == 0, result.output
+    after = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in tmp_path.iterdir() if p.name != "__pycache__"}
+    assert after == before
+
+
+def test_the_kata_process_never_imports_torch():
+    code = (
+        "import sys\nfrom katas.cli import main\n"
+        f"try:\n    main(['check', '--json', {str(REFERENCES / 'binary.py')!r}])\n"
+        "except SystemExit:\n    pass\n"
+        "print('torch imported:', 'torch' in sys.modules, file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert "torch imported: False" in out.stderr
+    assert json.loads(out.stdout)["verdict"] == "pass"
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert ci in readme
+    assert "pytest" in ci and os.access(ROOT / ".ci" / "run", os.X_OK)
