@@ -20,8 +20,11 @@ def expected(path) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def reports(checked):
-    return dict(zip(SCRIPTS, checked(*SCRIPTS)))
+def reports(request, checked):
+    """Checks, side by side, the fixtures whose tests were selected (e.g. with -k)."""
+    selected = [item.callspec.params["script"] for item in request.session.items
+                if item.module is request.module and hasattr(item, "callspec")]
+    return dict(zip(selected, checked(*selected)))
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)

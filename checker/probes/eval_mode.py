@@ -3,8 +3,8 @@
 Rule: a DataLoader that never feeds a backward pass or an optimizer step is an
 evaluation loader. In its batches no dropout may be applied and no batch-norm
 may use batch statistics or update its running statistics. ``model.eval()``,
-``model.train(False)`` and per-module ``eval()`` pass. Not applicable when the
-model has neither dropout nor batch-norm, or no evaluation pass ran.
+``model.train(False)`` and per-module ``eval()`` pass. Not applicable when no
+dropout or batch-norm layer runs, or no evaluation pass ran.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class Observer(ModeLedger):
 def judge(obs: dict, facts: dict) -> Finding:
     rows = [row for row in obs["passes"] if row["role"] == "eval"]
     if not obs["mode_sensitive_layers"]:
-        return Finding(ID, TITLE, NOT_APPLICABLE, message="the model has no dropout or batch-norm layers")
+        return Finding(ID, TITLE, NOT_APPLICABLE, message="no dropout or batch-norm layer ran")
     if not rows:
         return Finding(ID, TITLE, NOT_APPLICABLE, message="no validation pass was observed")
     batches = sum(row["batches"] for row in rows)

@@ -99,7 +99,7 @@ def judge(obs: dict, facts: dict) -> Finding:
     if len(values) >= 2:
         fifth = max(1, len(values) // 5)
         start, end = sum(values[:fifth]) / fifth, sum(values[-fifth:]) / fifth
-        parts.append(_row("loss-falls", end <= FALL * start, f"{start:.3g} -> {end:.3g}", f"≤ {FALL:.0%} of start",
+        parts.append(_row("loss-falls", 0 < start and end <= FALL * start, f"{start:.3g} -> {end:.3g}", f"≤ {FALL:.0%} of start",
                           f"mean training loss went from {start:.3g} to {end:.3g}"))
     else:
         parts.append(_row("loss-falls", False, f"{len(values)} finite losses", ">= 2",

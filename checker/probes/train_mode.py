@@ -4,7 +4,7 @@ Rule: in every batch of a training loader (one that feeds backward passes or
 optimizer steps) dropout must be applied and batch-norm must use batch
 statistics. The usual failure is training resumed after a validation pass that
 switched the model to evaluation mode and never switched it back. Not
-applicable when the model has neither dropout nor batch-norm.
+applicable when no dropout or batch-norm layer runs.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class Observer(ModeLedger):
 def judge(obs: dict, facts: dict) -> Finding:
     rows = [row for row in obs["passes"] if row["role"] == "train"]
     if not obs["mode_sensitive_layers"]:
-        return Finding(ID, TITLE, NOT_APPLICABLE, message="the model has no dropout or batch-norm layers")
+        return Finding(ID, TITLE, NOT_APPLICABLE, message="no dropout or batch-norm layer ran")
     if not rows:
         return Finding(ID, TITLE, NOT_APPLICABLE, message="no training pass was observed")
     batches = sum(row["batches"] for row in rows)
