@@ -10,7 +10,7 @@ import pytest
 
 from conftest import FIXTURES, failed_probes
 
-SCRIPTS = sorted(p for p in FIXTURES.glob("*.py") if p.name != "kit.py")
+SCRIPTS = sorted(p for p in FIXTURES.glob("*.py") if not p.name.startswith("kit"))
 
 
 def expected(path) -> set[str]:

@@ -4,8 +4,9 @@ Rule: the loss handed to ``backward()`` must be finite, the gradients an
 optimizer step applies must be finite, and the parameters must be finite after
 every step. Every training batch must also lead to its optimizer update (k-step
 gradient accumulation allowed), which rejects ``if not isfinite(loss): continue``.
-``nan_to_num`` on the loss leaves non-finite gradients and fails too. An epsilon,
-a clamp, ``log_softmax``, ``binary_cross_entropy_with_logits`` or ``xlogy`` pass.
+``nan_to_num`` on the loss leaves non-finite gradients and fails too, and so does
+``xlogy`` (its gradient at 0·log 0 is 0/0). An epsilon, a clamp, ``log_softmax``,
+``logsigmoid`` or ``binary_cross_entropy_with_logits`` pass.
 """
 from __future__ import annotations
 
