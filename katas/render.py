@@ -40,8 +40,13 @@ def findings_table(findings: list[Finding]) -> Table:
     return table
 
 
-def show(report: Report, console: Console, command: str) -> None:
+INJECTED = {"fixed": "green", "still present": "bold red", "cannot tell": "yellow"}
+
+
+def show(report: Report, console: Console, command: str, injected: str | None = None) -> None:
     console.print(f"[bold]kata check[/] {escape(report.script)}  [dim]({report.device}, {report.seconds:.1f} s)[/]")
+    if injected:
+        console.print(f"injected bug: [{INJECTED[injected]}]{injected}[/]")
     if report.findings:
         console.print(findings_table(report.findings))
     if report.detail:

@@ -1,0 +1,85 @@
+"""detach: a ``.detach()`` cuts a branch of the model off from the gradient."""
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from katas.catalogue import Bug
+from katas.engine.context import Context
+from katas.engine.operator import Example, Operator, Site, rewrite
+
+SUBMODULE_CALL = m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name()))
+
+
+class DetachBranch(Operator):
+    """In a module's ``forward``, detach the output of a submodule that feeds another submodule."""
+
+    no_site = "no model's forward() passes one submodule's output on to another"
+
+    def sites(self, ctx: Context) -> list[Site]:
+        sites = []
+        for cls in m.findall(ctx.module, m.ClassDef()):
+            if not ctx._is_module_class(cls.name.value):
+                continue
+            methods = {f.name.value for f in cls.body.body if isinstance(f, cst.FunctionDef)}
+            forward = next((f for f in cls.body.body if m.matches(f, m.FunctionDef(name=m.Name("forward")))), None)
+            if forward is None:
+                continue
+            calls = [c for c in m.findall(forward, SUBMODULE_CALL) if c.func.attr.value not in methods]
+            sites += [Site(f"detach:{ctx.where(c)}:{ctx.code(c)}", c) for c in calls if self.feeds_submodule(ctx, c, calls, forward)]
+        return sites
+
+    @staticmethod
+    def feeds_submodule(ctx: Context, call: cst.Call, calls: list[cst.Call], forward: cst.FunctionDef) -> bool:
+        """Whether ``call``'s output reaches another submodule call, directly or through a local name."""
+        if any(a in calls for a in ctx.ancestors(call)):
+            return True
+        statement = ctx.statement(call)
+        if not m.matches(statement, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Name())])])):
+            return False
+        name = statement.body[0].targets[0].target.value
+        body = list(forward.body.body)
+        later = body[body.index(statement) + 1:] if statement in body else []
+        return any(m.findall(c, m.Name(name)) for s in later for c in calls if c in set(m.findall(s, SUBMODULE_CALL)))
+
+    def mutate(self, ctx: Context, site: Site):
+        return rewrite(ctx.module, {site.node: lambda call: cst.Call(func=cst.Attribute(value=call, attr=cst.Name("detach")))})
+
+    def examples(self) -> list[Example]:
+        return [Example(
+            before="""\
+class Net(nn.Module):
+    def forward(self, x):
+        features = self.encoder(x)
+        return self.head(features)
+""",
+            after="""\
+class Net(nn.Module):
+    def forward(self, x):
+        features = self.encoder(x).detach()
+        return self.head(features)
+""")]
+
+
+BUG = Bug(
+    id="detach",
+    title="A detach cuts a branch off the gradient",
+    difficulty="medium",
+    observe=("Training runs and the loss goes down, but part of the network never learns: some layers' "
+             "weights are exactly the same at the end of training as at the start."),
+    hints=(
+        "Do all layers change during training? Compare a few weights before and after an epoch.",
+        "Follow the gradient backwards from the loss through forward(): where does it stop?",
+        "Something in forward() returns a tensor that shares data with its input but not its graph.",
+    ),
+    why=("`.detach()` returns a tensor cut from the autograd graph. Everything computed before the cut gets "
+         "no gradient, so those parameters never change, even though the forward pass still uses them."),
+    fix="Remove the `.detach()` (and do not replace it with `.data`, which cuts the graph the same way).",
+    probes=("gradient-flow",),
+    follow_up=(
+        "When do you want a detach on purpose (target networks, stop-gradient, logging)?",
+        "How do detach() and torch.no_grad() differ? Which shares storage with the original?",
+        "How would you find which parameters get no gradient in a big model?",
+    ),
+    operator=DetachBranch(),
+)

@@ -1,0 +1,89 @@
+"""leak: the running loss is accumulated as a tensor, so every step's graph stays alive."""
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from katas.catalogue import Bug
+from katas.engine.context import Context
+from katas.engine.operator import Example, Operator, Site, rewrite
+from katas.engine.patterns import innermost_training_loops
+
+
+class KeepLossTensor(Operator):
+    """In a training loop, turn ``total += loss.item()`` (or ``float(loss)``) into ``total += loss``."""
+
+    no_site = "its training loop does not accumulate the loss with .item() or float()"
+
+    def losses(self, ctx: Context, loop: cst.For) -> set[str]:
+        names = set()
+        for call in ctx.calls(loop.body, "backward"):
+            names |= {n.value for n in m.findall(call.func.value, m.Name())}
+        return names
+
+    def conversions(self, ctx: Context, loop: cst.For) -> list[tuple[cst.CSTNode, cst.Call, str]]:
+        """(accumulating statement, conversion call, loss name) in the loop."""
+        losses = self.losses(ctx, loop)
+        found = []
+        for node in m.findall(loop.body, m.AugAssign() | m.Call(func=m.Attribute(attr=m.Name("append")))):
+            for call in m.findall(node, m.Call()):
+                name = self.converted(call)
+                if name in losses:
+                    found.append((node, call, name))
+        return found
+
+    @staticmethod
+    def converted(call: cst.Call) -> str | None:
+        """``x`` when ``call`` is ``x.item()`` or ``float(x)``."""
+        if m.matches(call, m.Call(func=m.Attribute(value=m.Name(), attr=m.Name("item")), args=[])):
+            return call.func.value.value
+        if m.matches(call, m.Call(func=m.Name("float"), args=[m.Arg(value=m.Name(), keyword=None)])):
+            return call.args[0].value.value
+        return None
+
+    def sites(self, ctx: Context) -> list[Site]:
+        return [Site(f"leak:{ctx.where(node)}:{ctx.code(node)}", call)
+                for loop in innermost_training_loops(ctx) for node, call, _ in self.conversions(ctx, loop)]
+
+    def mutate(self, ctx: Context, site: Site):
+        name = self.converted(site.node)
+        return rewrite(ctx.module, {site.node: lambda _: cst.Name(name)})
+
+    def examples(self) -> list[Example]:
+        return [Example(
+            before="""\
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    running += float(loss)
+""",
+            after="""\
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    running += loss
+""")]
+
+
+BUG = Bug(
+    id="leak",
+    title="Loss accumulated as a tensor",
+    difficulty="easy",
+    observe=("Memory use climbs with every step and is only released when the epoch ends; on a larger "
+             "model the run dies with an out-of-memory error part-way through an epoch."),
+    hints=(
+        "Something created at every step is not freed at the end of the step. What does each step build?",
+        "Look at the values that survive from one step to the next, such as running totals.",
+        "A loss tensor still holds its autograd graph. Adding it to a running total keeps that graph alive.",
+    ),
+    why=("A loss tensor references the graph that produced it. `total += loss` makes `total` a tensor whose "
+         "graph links to every step's graph, so none of them can be freed until `total` is."),
+    fix="Accumulate a Python number: `total += loss.item()` (or `float(loss)`, or `loss.detach()`).",
+    probes=("graphs-retained",),
+    follow_up=(
+        "Why does memory not grow after backward() frees the activations, yet the graphs still leak?",
+        "When is .detach() preferable to .item() for logging on a GPU?",
+        "Would gc.collect() help? Why not?",
+    ),
+    operator=KeepLossTensor(),
+)

@@ -1,0 +1,69 @@
+"""zero-grad: the gradients are never reset between optimizer steps."""
+from __future__ import annotations
+
+from katas.catalogue import Bug
+from katas.engine.context import MODEL, OPTIMIZER, Context
+from katas.engine.operator import Example, Operator, Site, remove_statements
+from katas.engine.patterns import innermost_training_loops, loop_label, method_statements
+
+
+class RemoveGradientReset(Operator):
+    """Delete every ``zero_grad()`` on an optimizer or model inside one training loop."""
+
+    no_site = "it has no training loop that resets gradients with zero_grad()"
+
+    def resets(self, ctx: Context, loop):
+        return method_statements(ctx, loop.body, {"zero_grad"}, {OPTIMIZER, MODEL})
+
+    def sites(self, ctx: Context) -> list[Site]:
+        return [
+            Site(f"zero-grad:{ctx.where(loop)}:{loop_label(ctx, loop)}", loop, any(r.guessed for _, r in resets))
+            for loop in innermost_training_loops(ctx)
+            if (resets := self.resets(ctx, loop))
+        ]
+
+    def mutate(self, ctx: Context, site: Site):
+        return remove_statements(ctx, [statement for statement, _ in self.resets(ctx, site.node)])
+
+    def examples(self) -> list[Example]:
+        return [Example(
+            before="""\
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for x, y in loader:
+    opt.zero_grad()
+    loss = F.cross_entropy(net(x), y)
+    loss.backward()
+    opt.step()
+""",
+            after="""\
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for x, y in loader:
+    loss = F.cross_entropy(net(x), y)
+    loss.backward()
+    opt.step()
+""")]
+
+
+BUG = Bug(
+    id="zero-grad",
+    title="Gradients never reset between steps",
+    difficulty="easy",
+    observe=("Training is unstable: the loss falls for a few steps, then lurches around or stalls, and "
+             "changing the learning rate only changes how quickly it goes wrong."),
+    hints=(
+        "Every optimizer step should be driven by this step's batch. Is it?",
+        "`backward()` does not overwrite `.grad`: look at what `.grad` holds when the next backward pass starts.",
+        "Something that clears the gradients once per step is missing from the training loop.",
+    ),
+    why=("`loss.backward()` *adds* each new gradient into `.grad`. Unless the gradients are reset, every "
+         "update applies the sum of all gradients so far, so old batches keep pushing the weights."),
+    fix=("Call `optimizer.zero_grad(set_to_none=True)` once per step, before `backward()` or right after "
+         "`optimizer.step()`. With deliberate gradient accumulation, reset after every k-th step instead."),
+    probes=("grads-accumulate",),
+    follow_up=(
+        "Why does PyTorch accumulate gradients instead of overwriting them?",
+        "How would you accumulate gradients over 4 micro-batches on purpose, and what must you divide by?",
+        "What does set_to_none=True change compared with zeroing?",
+    ),
+    operator=RemoveGradientReset(),
+)

@@ -1,0 +1,36 @@
+"""A bug in the catalogue: its documentation (read by the CLI, the docs and the tests) and its operator."""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from katas.engine.operator import Operator
+
+
+@dataclass(frozen=True)
+class Bug:
+    id: str
+    title: str
+    difficulty: str  # easy | medium | hard
+    observe: str  # what a learner would see when the script runs; never the cause
+    hints: tuple[str, str, str]  # from a nudge to nearly the answer
+    why: str
+    fix: str
+    probes: tuple[str, ...]  # the `kata check` probes this bug must trip
+    follow_up: tuple[str, ...]  # what an interviewer asks next
+    operator: Operator
+    breaks_training: bool = False  # the health gate fails too, by design
+
+    def status(self, probe_statuses: dict[str, str]) -> str:
+        """From a check's probe statuses: "fixed", "still present" or "cannot tell"."""
+        statuses = [probe_statuses.get(p) for p in self.probes]
+        if any(s in ("fail", "error") for s in statuses):
+            return "still present"
+        return "fixed" if all(s == "pass" for s in statuses) else "cannot tell"
+
+
+class UnknownBug(LookupError):
+    def __init__(self, name: str, known: list[str]):
+        close = difflib.get_close_matches(name, known, n=1)
+        guess = f" Did you mean `{close[0]}`?" if close else ""
+        super().__init__(f"unknown bug `{name}`.{guess} Known bugs: {', '.join(known)}")

@@ -1,0 +1,82 @@
+"""The operator interface, and the few tree edits operators are made of.
+
+An operator finds *sites* (the places where its bug can be planted) from the
+structure of a script and rewrites exactly one of them. Edits replace nodes by
+identity, so everything outside the site keeps its formatting and comments.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import libcst as cst
+
+from katas.engine.context import Context
+
+
+@dataclass(frozen=True)
+class Site:
+    """A place where the bug can be planted. ``id`` is descriptive and stable, never an ordinal."""
+
+    id: str
+    node: cst.CSTNode = field(compare=False, repr=False)
+    guessed: bool = False  # found through a conventional name rather than by structure
+
+
+@dataclass(frozen=True)
+class Example:
+    before: str
+    after: str
+
+
+class Operator:
+    """Subclasses set ``no_site`` (why a script has no site) and implement ``sites`` and ``mutate``."""
+
+    no_site: str = "it has no place for this bug"
+
+    def sites(self, ctx: Context) -> list[Site]:
+        raise NotImplementedError
+
+    def mutate(self, ctx: Context, site: Site) -> cst.Module:
+        raise NotImplementedError
+
+    def examples(self) -> list[Example]:
+        return []
+
+
+# -- edits ---------------------------------------------------------------------
+
+
+class _Rewrite(cst.CSTTransformer):
+    def __init__(self, edits: dict[cst.CSTNode, Callable[[cst.CSTNode], object]]):
+        self.edits = edits
+
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
+        edit = self.edits.get(original)
+        return edit(updated) if edit else updated
+
+
+def rewrite(module: cst.Module, edits: dict[cst.CSTNode, Callable[[cst.CSTNode], object]]) -> cst.Module:
+    """Apply ``edits`` (original node → function of its updated copy) in one pass."""
+    return module.visit(_Rewrite(edits))
+
+
+def remove_statements(ctx: Context, statements: list[cst.CSTNode]) -> cst.Module:
+    """Delete whole statements; a block left empty gets ``pass``."""
+    doomed = set(statements)
+    edits = {}
+    for statement in statements:
+        block = ctx.parents[statement]
+        if all(s in doomed for s in block.body) and isinstance(block, cst.IndentedBlock):
+            edits[block] = lambda b: b.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
+        else:
+            edits[statement] = lambda s: cst.RemoveFromParent()
+    return rewrite(ctx.module, edits)
+
+
+def move_statement_after(ctx: Context, statement: cst.CSTNode, anchor: cst.CSTNode) -> cst.Module:
+    """Move ``statement`` to just after ``anchor`` (a statement in the same or an enclosing block)."""
+    def place(updated: cst.CSTNode) -> cst.FlattenSentinel:
+        return cst.FlattenSentinel([updated, statement])
+
+    return rewrite(ctx.module, {statement: lambda s: cst.RemoveFromParent(), anchor: place})
