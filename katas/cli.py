@@ -86,9 +86,12 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, seed: int
       kata new --from train.py         plant a random bug in your own script
       kata new --bug detach --seed 3   the same kata every time
     """
+    import libcst as cst
+
     from katas.bugs import BUGS, lookup
     from katas.catalogue import UnknownBug
-    from katas.engine.inject import ENGINE_VERSION, NoSite, inject
+    from katas.engine.context import Context
+    from katas.engine.inject import ENGINE_VERSION, inject, sites
     from katas.workspace import KataInfo, create_numbered, replace_with_backup, write_metadata
 
     if ref and source_path:
@@ -108,19 +111,18 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, seed: int
     origin = str(source_path) if source_path else None
 
     options = []  # every (bug, script) pairing that has a site, in a fixed order
-    for bug in bugs:
-        for path, label in candidates:
-            try:
-                options.append((bug, path, label, inject(bug, path.read_text(), seed, path.name)))
-            except NoSite as exc:
-                last_error = exc
-            except (SyntaxError, ValueError, UnicodeDecodeError) as exc:
-                raise KataError(f"cannot read {path} as Python: {exc}") from None
+    for path, label in candidates:
+        try:
+            ctx = Context(path.read_text())
+        except (cst.ParserSyntaxError, UnicodeDecodeError) as exc:
+            raise KataError(f"cannot read {path} as Python: {exc}") from None
+        options += [(bug, path, label, ctx) for bug in bugs if sites(bug, ctx)]
     if not options:
-        raise KataError(str(last_error) if len(bugs) == 1 and len(candidates) == 1 else
-                        "none of the requested bugs applies to the requested script")
-    bug, path, label, mutation = options[0] if bug_id and not source_path and not ref else \
-        random.Random(seed).choice(options)
+        if len(bugs) == 1 and len(candidates) == 1:
+            raise KataError(f"`{bugs[0].id}` does not apply to {candidates[0][0].name}: {bugs[0].operator.no_site}")
+        raise KataError("none of the requested bugs applies to the requested script")
+    bug, path, label, ctx = options[0] if bug_id and not source_path and not ref else random.Random(seed).choice(options)
+    mutation = inject(bug, ctx, seed, path.name)
     if number is None:
         target = create_numbered(folder, mutation.source)
         backup = None

@@ -18,7 +18,7 @@ class ClipAfterStep(Operator):
 
     def pairs(self, ctx: Context):
         for statement, call in [(ctx.statement(c), c) for c in ctx.calls(ctx.module) if ctx.is_call_to(c, *CLIP)]:
-            if call_statement(statement) is not call or not isinstance(ctx.parents[statement], cst.IndentedBlock):
+            if call_statement(statement) is not call or not isinstance(ctx.parents[statement], (cst.IndentedBlock, cst.Module)):
                 continue
             block = ctx.parents[statement].body
             for later in block[block.index(statement) + 1:]:
@@ -39,11 +39,15 @@ class ClipAfterStep(Operator):
     def examples(self) -> list[Example]:
         return [Example(
             before="""\
+import torch
+
 loss.backward()
 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
 optimizer.step()
 """,
             after="""\
+import torch
+
 loss.backward()
 optimizer.step()
 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from katas.catalogue import Bug
 from katas.engine.context import Context
 from katas.engine.operator import Example, Operator, Site, rewrite
+from katas.engine.tree import find, is_self_attribute, names, single_name_target
 
-SUBMODULE_CALL = m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name()))
+
+
+def submodule_calls(node: cst.CSTNode) -> list[cst.Call]:
+    """Calls ``self.something(...)`` under ``node``."""
+    return [c for c in find(node, cst.Call) if is_self_attribute(c.func)]
 
 
 class DetachBranch(Operator):
@@ -18,14 +22,14 @@ class DetachBranch(Operator):
 
     def sites(self, ctx: Context) -> list[Site]:
         sites = []
-        for cls in m.findall(ctx.module, m.ClassDef()):
-            if not ctx._is_module_class(cls.name.value):
+        for cls in ctx.all(cst.ClassDef):
+            if not ctx.is_module_class(cls.name.value):
                 continue
             methods = {f.name.value for f in cls.body.body if isinstance(f, cst.FunctionDef)}
-            forward = next((f for f in cls.body.body if m.matches(f, m.FunctionDef(name=m.Name("forward")))), None)
+            forward = next((f for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "forward"), None)
             if forward is None:
                 continue
-            calls = [c for c in m.findall(forward, SUBMODULE_CALL) if c.func.attr.value not in methods]
+            calls = [c for c in submodule_calls(forward) if c.func.attr.value not in methods]
             sites += [Site(f"detach:{ctx.where(c)}:{ctx.code(c)}", c) for c in calls if self.feeds_submodule(ctx, c, calls, forward)]
         return sites
 
@@ -35,12 +39,12 @@ class DetachBranch(Operator):
         if any(a in calls for a in ctx.ancestors(call)):
             return True
         statement = ctx.statement(call)
-        if not m.matches(statement, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Name())])])):
+        name = single_name_target(statement)
+        if name is None:
             return False
-        name = statement.body[0].targets[0].target.value
         body = list(forward.body.body)
         later = body[body.index(statement) + 1:] if statement in body else []
-        return any(m.findall(c, m.Name(name)) for s in later for c in calls if c in set(m.findall(s, SUBMODULE_CALL)))
+        return any(names(c, name) for s in later for c in submodule_calls(s) if c in calls)
 
     def mutate(self, ctx: Context, site: Site):
         return rewrite(ctx.module, {site.node: lambda call: cst.Call(func=cst.Attribute(value=call, attr=cst.Name("detach")))})
@@ -48,12 +52,18 @@ class DetachBranch(Operator):
     def examples(self) -> list[Example]:
         return [Example(
             before="""\
+from torch import nn
+
+
 class Net(nn.Module):
     def forward(self, x):
         features = self.encoder(x)
         return self.head(features)
 """,
             after="""\
+from torch import nn
+
+
 class Net(nn.Module):
     def forward(self, x):
         features = self.encoder(x).detach()

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from katas.catalogue import Bug
 from katas.engine.context import Context
 from katas.engine.operator import Example, Operator, Site, rewrite
 from katas.engine.patterns import innermost_training_loops
+from katas.engine.tree import find, method, names
 
 
 class KeepLossTensor(Operator):
@@ -16,17 +16,19 @@ class KeepLossTensor(Operator):
     no_site = "its training loop does not accumulate the loss with .item() or float()"
 
     def losses(self, ctx: Context, loop: cst.For) -> set[str]:
-        names = set()
+        losses: set[str] = set()
         for call in ctx.calls(loop.body, "backward"):
-            names |= {n.value for n in m.findall(call.func.value, m.Name())}
-        return names
+            losses |= {n.value for n in names(call.func.value)}
+        return losses
 
     def conversions(self, ctx: Context, loop: cst.For) -> list[tuple[cst.CSTNode, cst.Call, str]]:
         """(accumulating statement, conversion call, loss name) in the loop."""
         losses = self.losses(ctx, loop)
         found = []
-        for node in m.findall(loop.body, m.AugAssign() | m.Call(func=m.Attribute(attr=m.Name("append")))):
-            for call in m.findall(node, m.Call()):
+        for node in find(loop.body, cst.AugAssign, cst.Call):
+            if isinstance(node, cst.Call) and method(node) != "append":
+                continue
+            for call in find(node, cst.Call):
                 name = self.converted(call)
                 if name in losses:
                     found.append((node, call, name))
@@ -35,9 +37,10 @@ class KeepLossTensor(Operator):
     @staticmethod
     def converted(call: cst.Call) -> str | None:
         """``x`` when ``call`` is ``x.item()`` or ``float(x)``."""
-        if m.matches(call, m.Call(func=m.Attribute(value=m.Name(), attr=m.Name("item")), args=[])):
+        if method(call) == "item" and not call.args and isinstance(call.func.value, cst.Name):
             return call.func.value.value
-        if m.matches(call, m.Call(func=m.Name("float"), args=[m.Arg(value=m.Name(), keyword=None)])):
+        if isinstance(call.func, cst.Name) and call.func.value == "float" and len(call.args) == 1 \
+                and call.args[0].keyword is None and isinstance(call.args[0].value, cst.Name):
             return call.args[0].value.value
         return None
 

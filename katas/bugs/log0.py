@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from katas.catalogue import Bug
 from katas.engine.context import Context
 from katas.engine.operator import Example, Operator, Site, rewrite
+from katas.engine.tree import find, method, names
 
 LOGS = {"torch.log", "torch.log2", "torch.log10", "math.log"}
 CLAMPS = {"torch.clamp", "torch.clip", "torch.clamp_min"}
@@ -20,10 +20,10 @@ class RemoveEpsilon(Operator):
 
     def guards(self, ctx: Context) -> list[cst.CSTNode]:
         found: list[cst.CSTNode] = []
-        for call in m.findall(ctx.module, m.Call()):
+        for call in ctx.all(cst.Call):
             if ctx.is_call_to(call, *LOGS) and call.args:
                 argument = call.args[0].value
-            elif m.matches(call, m.Call(func=m.Attribute(attr=m.Name("log")), args=[])):
+            elif method(call) == "log" and not call.args:
                 argument = call.func.value
             else:
                 continue
@@ -33,11 +33,11 @@ class RemoveEpsilon(Operator):
     def guards_of(self, ctx: Context, argument: cst.BaseExpression, log: cst.Call) -> list[cst.CSTNode]:
         if self.is_clamp(ctx, argument) or self.is_epsilon_sum(argument):
             return [argument]
-        guards = [n for n in m.findall(argument, m.Call() | m.BinaryOperation()) if n is not argument
+        guards = [n for n in find(argument, cst.Call, cst.BinaryOperation) if n is not argument
                   and (self.is_clamp(ctx, n) or self.is_epsilon_sum(n))]
         function = ctx.enclosing(log, cst.FunctionDef) or ctx.module
-        for name in {n.value for n in m.findall(argument, m.Name())}:
-            for assign in m.findall(function, m.Assign(targets=[m.AssignTarget(target=m.Name(name))])):
+        for name in {n.value for n in names(argument)}:
+            for assign in [a for a in find(function, cst.Assign) if any(names(t.target, name) == [t.target] for t in a.targets)]:
                 if self.is_clamp(ctx, assign.value) or self.is_epsilon_sum(assign.value):
                     guards.append(assign.value)
         return guards
@@ -45,46 +45,54 @@ class RemoveEpsilon(Operator):
     @staticmethod
     def is_clamp(ctx: Context, node: cst.CSTNode) -> bool:
         return isinstance(node, cst.Call) and (
-            ctx.is_call_to(node, *CLAMPS) or m.matches(node.func, m.Attribute(attr=m.Name()))
-            and node.func.attr.value in CLAMP_METHODS)
+            ctx.is_call_to(node, *CLAMPS) or method(node) in CLAMP_METHODS)
 
     @staticmethod
     def is_epsilon_sum(node: cst.CSTNode) -> bool:
-        return m.matches(node, m.BinaryOperation(operator=m.Add())) and any(
-            m.matches(side, m.Name(m.MatchIfTrue(lambda v: v.lower() in ("eps", "epsilon"))))
-            or m.matches(side, m.Float(m.MatchIfTrue(lambda v: float(v) < 1e-3)))
-            for side in (node.left, node.right))
+        return isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add) and any(
+            is_epsilon(side) for side in (node.left, node.right))
 
     def sites(self, ctx: Context) -> list[Site]:
         return [Site(f"log0:{ctx.where(g)}:{ctx.code(g)}", g) for g in self.guards(ctx)]
 
     def mutate(self, ctx: Context, site: Site):
-        return rewrite(ctx.module, {site.node: unguard})
+        function_form = self.is_clamp(ctx, site.node) and ctx.is_call_to(site.node, *CLAMPS)
+        return rewrite(ctx.module, {site.node: lambda node: unguard(node, function_form)})
 
     def examples(self) -> list[Example]:
         return [Example(
             before="""\
+import torch
+
+
 def bce(logits, targets, eps=1e-7):
     p = torch.sigmoid(logits).clamp(eps, 1 - eps)
     return -(targets * torch.log(p) + (1 - targets) * torch.log(1 - p)).mean()
 """,
             after="""\
+import torch
+
+
 def bce(logits, targets, eps=1e-7):
     p = torch.sigmoid(logits)
     return -(targets * torch.log(p) + (1 - targets) * torch.log(1 - p)).mean()
 """), Example(
-            before="loss = -(y * torch.log(p + EPS)).sum(1).mean()\n",
-            after="loss = -(y * torch.log(p)).sum(1).mean()\n")]
+            before="import torch\n\nloss = -(y * torch.log(p + EPS)).sum(1).mean()\n",
+            after="import torch\n\nloss = -(y * torch.log(p)).sum(1).mean()\n")]
 
 
-def unguard(node: cst.CSTNode) -> cst.BaseExpression:
+def is_epsilon(node: cst.CSTNode) -> bool:
+    """A name like ``eps`` or a float literal below 1e-3."""
+    if isinstance(node, cst.Name):
+        return node.value.lower() in ("eps", "epsilon")
+    return isinstance(node, cst.Float) and float(node.value) < 1e-3
+
+
+def unguard(node: cst.CSTNode, function_form: bool) -> cst.BaseExpression:
     """``x.clamp(...)`` → ``x``; ``torch.clamp(x, ...)`` → ``x``; ``x + eps`` → ``x``."""
     if isinstance(node, cst.BinaryOperation):
-        small = m.Name(m.MatchIfTrue(lambda v: v.lower() in ("eps", "epsilon"))) | m.Float()
-        return node.left if m.matches(node.right, small) else node.right
-    if isinstance(node.func, cst.Attribute) and node.func.attr.value in CLAMP_METHODS:
-        return node.func.value
-    return node.args[0].value
+        return node.left if is_epsilon(node.right) else node.right
+    return node.args[0].value if function_form else node.func.value
 
 
 BUG = Bug(

@@ -2,17 +2,17 @@
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from katas.catalogue import Bug
 from katas.engine.context import LOADER, Context
 from katas.engine.operator import Example, Operator, Site, rewrite
+from katas.engine.tree import find, method, names
 
 SEEDING = {"manual_seed", "seed"}
 
 
 class DropWorkerSeeding(Operator):
-    """Drop ``worker_init_fn=`` from a DataLoader whose init function seeds a dataset's generator."""
+    """Drop ``worker_init_fn=`` from a DataLoader whose init function seeds (or replaces) a dataset's generator."""
 
     no_site = "no DataLoader has a worker_init_fn that seeds the dataset's own generator"
 
@@ -20,15 +20,16 @@ class DropWorkerSeeding(Operator):
         function = ctx.functions.get(name)
         if function is None:
             return None
-        seeds = [c for c in ctx.calls(function) if m.matches(c.func, m.Attribute(attr=m.Name()))
-                 and c.func.attr.value in SEEDING and m.findall(c.func.value, m.Name("dataset"))]
-        return function if seeds else None
+        seeds = [c for c in ctx.calls(function) if method(c) in SEEDING and names(c.func.value, "dataset")]
+        replaced = [a for a in find(function, cst.Assign) if any(names(t.target, "dataset") for t in a.targets)]
+        return function if seeds or replaced else None
 
     def sites(self, ctx: Context) -> list[Site]:
         sites = []
-        for call in m.findall(ctx.module, m.Call()):
-            arg = next((a for a in call.args if m.matches(a, m.Arg(keyword=m.Name("worker_init_fn"), value=m.Name()))), None)
-            if arg is not None and ctx._constructed(call) == LOADER and self.seeding_function(ctx, arg.value.value):
+        for call in ctx.all(cst.Call):
+            arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == "worker_init_fn"
+                        and isinstance(a.value, cst.Name)), None)
+            if arg is not None and ctx.constructed(call) == LOADER and self.seeding_function(ctx, arg.value.value):
                 sites.append(Site(f"worker-seed:{ctx.where(call)}:worker_init_fn={arg.value.value}", arg))
         return sites
 
@@ -36,7 +37,7 @@ class DropWorkerSeeding(Operator):
         name = site.node.value.value
         call = ctx.parents[site.node]
         edits = {call: lambda updated: without_arg(updated, call.args.index(site.node))}
-        uses = [n for n in m.findall(ctx.module, m.Name(name)) if n is not site.node.value]
+        uses = [n for n in ctx.all(cst.Name) if n.value == name and n is not site.node.value]
         function = ctx.functions[name]
         if all(n is function.name for n in uses):  # the init function is not used elsewhere: remove it too
             edits[function] = lambda _: cst.RemoveFromParent()
@@ -72,7 +73,7 @@ def without_arg(call: cst.Call, index: int) -> cst.Call:
 
 def name_counts(module: cst.Module) -> dict[str, int]:
     counts: dict[str, int] = {}
-    for n in m.findall(module, m.Name()):
+    for n in names(module):
         counts[n.value] = counts.get(n.value, 0) + 1
     return counts
 
@@ -86,7 +87,7 @@ def drop_unused_imports(before: cst.Module, after: cst.Module) -> cst.Module:
         def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom):
             if isinstance(updated.names, cst.ImportStar):
                 return updated
-            keep = [a for a in updated.names if not (a.asname is None and m.matches(a.name, m.Name())
+            keep = [a for a in updated.names if not (a.asname is None and isinstance(a.name, cst.Name)
                                                      and a.name.value in orphaned)]
             if len(keep) == len(updated.names):
                 return updated

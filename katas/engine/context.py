@@ -11,11 +11,14 @@ keyword). Only when that finds nothing does a conventional name (``opt``,
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import libcst as cst
-import libcst.matchers as m
-from libcst.metadata import MetadataWrapper, ParentNodeProvider, QualifiedNameProvider, ScopeProvider
+from libcst.metadata import MetadataWrapper, QualifiedNameProvider, ScopeProvider
+from libcst.metadata.base_provider import LazyValue
+
+from katas.engine.tree import is_self_attribute, method as method_of
 
 OPTIMIZER, SCHEDULER, MODEL, LOADER = "optimizer", "scheduler", "model", "loader"
 KEEPS_ROLE = {"to", "cuda", "cpu", "train", "float", "double", "half", "bfloat16"}
@@ -34,25 +37,20 @@ class Role:
     guessed: bool = False
 
 
-class _Collector(cst.CSTVisitor):
-    METADATA_DEPENDENCIES = (QualifiedNameProvider, ScopeProvider, ParentNodeProvider)
+class _Indexer(cst.CSTVisitor):
+    """One pass over the tree: parent links and every node by type."""
 
     def __init__(self, ctx: "Context"):
-        self.ctx = ctx
+        self.ctx, self.stack = ctx, []
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        self.ctx.parents[node] = self.get_metadata(ParentNodeProvider, node, None)
-        if isinstance(node, cst.Name):
-            self.ctx.scopes[node] = self.get_metadata(ScopeProvider, node, None)
-        if isinstance(node, (cst.Call, cst.Decorator)):
-            target = node.func if isinstance(node, cst.Call) else node.decorator
-            self.ctx.qualified[node] = {q.name for q in self.get_metadata(QualifiedNameProvider, target, set())}
-        if isinstance(node, cst.ClassDef):
-            self.ctx.class_bases[node.name.value] = {
-                q.name for base in node.bases for q in self.get_metadata(QualifiedNameProvider, base.value, set())}
-        if isinstance(node, cst.FunctionDef):
-            self.ctx.functions.setdefault(node.name.value, node)
+        self.ctx.parents[node] = self.stack[-1] if self.stack else None
+        self.ctx.index.setdefault(type(node), []).append(node)
+        self.stack.append(node)
         return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.stack.pop()
 
 
 @dataclass
@@ -60,17 +58,35 @@ class Context:
     source: str
     module: cst.Module = field(init=False)
     parents: dict = field(default_factory=dict)
-    scopes: dict = field(default_factory=dict)
-    qualified: dict = field(default_factory=dict)
-    class_bases: dict[str, set[str]] = field(default_factory=dict)
+    index: dict[type, list[cst.CSTNode]] = field(default_factory=dict)
     functions: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    class_bases: dict[str, set[str]] = field(default_factory=dict)
+    _scopes: Mapping = field(default_factory=dict)
+    _names: Mapping = field(default_factory=dict)
+    _qualified: dict = field(default_factory=dict)
     _bindings: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        wrapper = MetadataWrapper(cst.parse_module(self.source))
+        wrapper = MetadataWrapper(cst.parse_module(self.source), unsafe_skip_copy=True)
         self.module = wrapper.module
-        wrapper.visit(_Collector(self))
+        self._scopes = wrapper.resolve(ScopeProvider)
+        self._names = wrapper.resolve(QualifiedNameProvider)
+        self.module.visit(_Indexer(self))
+        for function in self.all(cst.FunctionDef):
+            self.functions.setdefault(function.name.value, function)
+        self.class_bases = {c.name.value: set().union(*(self.qualified_names(b.value) for b in c.bases))
+                            for c in self.all(cst.ClassDef)}
         self._infer_roles()
+
+    def all(self, kind: type) -> list:
+        """Every node of a type, in source order."""
+        return self.index.get(kind, [])
+
+    def qualified_names(self, node: cst.CSTNode) -> set[str]:
+        if node not in self._qualified:
+            value = self._names.get(node, set())
+            self._qualified[node] = {q.name for q in (value() if isinstance(value, LazyValue) else value)}
+        return self._qualified[node]
 
     # -- tree helpers ---------------------------------------------------------
     def code(self, node: cst.CSTNode) -> str:
@@ -100,25 +116,26 @@ class Context:
     def calls(self, root: cst.CSTNode, method: str | None = None) -> list[cst.Call]:
         """Calls under ``root``, optionally only ``x.method(...)``; below a statement, not in nested functions."""
         found = []
-        whole_module = isinstance(root, cst.Module)
-
-        class Finder(cst.CSTVisitor):
-            def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-                return whole_module or node is root
-
-            def visit_Call(self, node: cst.Call) -> None:
-                if method is None or m.matches(node.func, m.Attribute(attr=m.Name(method))):
-                    found.append(node)
-
-        root.visit(Finder())
+        for call in self.all(cst.Call):
+            if method is not None and method_of(call) != method:
+                continue
+            if root is self.module:
+                found.append(call)
+                continue
+            for a in self.ancestors(call):
+                if a is root:
+                    found.append(call)
+                    break
+                if isinstance(a, cst.FunctionDef):
+                    break
         return found
 
     def is_call_to(self, call: cst.Call, *qualified: str) -> bool:
-        return any(q in qualified for q in self.qualified.get(call, ()))
+        return bool(self.qualified_names(call.func) & set(qualified))
 
     def training_loops(self) -> list[cst.For]:
         """``for`` loops whose body calls ``.backward()``."""
-        return [loop for loop in m.findall(self.module, m.For()) if self.calls(loop.body, "backward")]
+        return [loop for loop in self.all(cst.For) if self.calls(loop.body, "backward")]
 
     # -- roles --------------------------------------------------------------
     def role(self, expr: cst.BaseExpression) -> Role:
@@ -131,12 +148,12 @@ class Context:
 
     def _key(self, expr: cst.BaseExpression):
         if isinstance(expr, cst.Name):
-            scope = self.scopes.get(expr)
+            scope = self._scopes.get(expr)
             if scope is None:
                 return None
             assignments = sorted(scope[expr.value], key=lambda a: str(type(a.scope)))
             return (id(assignments[0].scope), expr.value) if assignments else None
-        if m.matches(expr, m.Attribute(value=m.Name("self"))):
+        if is_self_attribute(expr):
             owner = self.enclosing(expr, cst.ClassDef)
             return ("self", owner.name.value if owner else None, expr.attr.value)
         return None
@@ -146,34 +163,33 @@ class Context:
         if key is not None:
             return self._bindings.get(key)
         if isinstance(expr, cst.Call):
-            if m.matches(expr.func, m.Attribute(attr=m.Name())) and expr.func.attr.value in KEEPS_ROLE:
+            if method_of(expr) in KEEPS_ROLE:
                 return self._role(expr.func.value)
-            return self._constructed(expr)
+            return self.constructed(expr)
         return None
 
-    def _constructed(self, call: cst.Call) -> str | None:
-        for q in self.qualified.get(call, ()):
+    def constructed(self, call: cst.Call) -> str | None:
+        for q in self.qualified_names(call.func):
             if q.startswith("torch.optim.lr_scheduler."):
                 return SCHEDULER
             if q.startswith("torch.optim.") and q[len("torch.optim."):][:1].isupper():
                 return OPTIMIZER
             if q.endswith("DataLoader"):
                 return LOADER
-            if q.startswith("torch.nn.") and q.rsplit(".", 1)[-1][:1].isupper() or self._is_module_class(q):
+            if q.startswith("torch.nn.") and q.rsplit(".", 1)[-1][:1].isupper() or self.is_module_class(q):
                 return MODEL
         return None
 
-    def _is_module_class(self, name: str, seen: frozenset = frozenset()) -> bool:
+    def is_module_class(self, name: str, seen: frozenset = frozenset()) -> bool:
         if name in seen or name not in self.class_bases:
             return False
         bases = self.class_bases[name]
-        return bool(bases & MODULE_BASES) or any(self._is_module_class(b, seen | {name}) for b in bases)
+        return bool(bases & MODULE_BASES) or any(self.is_module_class(b, seen | {name}) for b in bases)
 
     def _infer_roles(self) -> None:
         """Propagate roles through assignments and same-file calls until nothing changes."""
-        assigns = [n for n in m.findall(self.module, m.Assign() | m.AnnAssign())]
-        calls = [c for c in self.qualified if isinstance(c, cst.Call) and m.matches(c.func, m.Name())
-                 and c.func.value in self.functions]
+        assigns = [*self.all(cst.Assign), *self.all(cst.AnnAssign)]
+        calls = [c for c in self.all(cst.Call) if isinstance(c.func, cst.Name) and c.func.value in self.functions]
         for _ in range(10):
             before = dict(self._bindings)
             for node in assigns:

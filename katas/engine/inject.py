@@ -34,8 +34,9 @@ def sites(bug: Bug, ctx: Context) -> list[Site]:
     return sorted(unique, key=lambda s: s.id)
 
 
-def inject(bug: Bug, source: str, seed: int, name: str = "the script") -> Mutation:
-    ctx = Context(source)
+def inject(bug: Bug, source: str | Context, seed: int, name: str = "the script") -> Mutation:
+    """Plant ``bug`` at the site the seed picks. Pass a Context to plant several bugs in one parsed script."""
+    ctx = source if isinstance(source, Context) else Context(source)
     found = sites(bug, ctx)
     if not found:
         raise NoSite(f"`{bug.id}` does not apply to {name}: {bug.operator.no_site}")

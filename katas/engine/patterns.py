@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from katas.engine.context import Context, Role
+from katas.engine.tree import method
 
 
 def call_statement(statement: cst.CSTNode) -> cst.Call | None:
     """The call, when ``statement`` is a line holding exactly one call: ``x.f(...)``."""
-    if m.matches(statement, m.SimpleStatementLine(body=[m.Expr(value=m.Call())])):
-        return statement.body[0].value
+    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(statement.body[0], cst.Expr):
+        value = statement.body[0].value
+        return value if isinstance(value, cst.Call) else None
     return None
 
 
@@ -18,7 +19,7 @@ def method_statements(ctx: Context, root: cst.CSTNode, methods: set[str], roles:
     """Lines under ``root`` that are just ``x.method(...)`` with ``x`` of one of ``roles``."""
     found = []
     for call in ctx.calls(root):
-        if m.matches(call.func, m.Attribute(attr=m.Name())) and call.func.attr.value in methods:
+        if method(call) in methods:
             statement = ctx.statement(call)
             role = ctx.role(call.func.value)
             if call_statement(statement) is call and role.kind in roles:

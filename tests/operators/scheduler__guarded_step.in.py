@@ -1,0 +1,14 @@
+from torch.optim.lr_scheduler import LinearLR
+
+
+def train(model, optimiser, loader, warmup=None):
+    for step, (x, y) in enumerate(loader):
+        optimiser.zero_grad()
+        model(x, y).backward()
+        optimiser.step()
+        if warmup is not None:
+            warmup.step()
+
+
+optimiser = make_optimiser()
+train(model, optimiser, loader, warmup=LinearLR(optimiser, start_factor=0.1, total_iters=100))

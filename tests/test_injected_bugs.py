@@ -1,0 +1,44 @@
+"""Every bug, planted in every reference it applies to, with three seeds, shows its symptom when run."""
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from conftest import REFERENCES, check_all, failed_probes
+from katas.bugs import BUGS
+from katas.engine.context import Context
+from katas.engine.inject import inject, sites
+
+SEEDS = (0, 1, 2)
+CASES = [(ref, bug, seed) for ref in sorted(REFERENCES.glob("*.py")) for bug in BUGS.values()
+         if sites(bug, Context(ref.read_text())) for seed in SEEDS]
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    """Plant every case, check each distinct script once, side by side."""
+    folder = tmp_path_factory.mktemp("injected")
+    scripts = {}
+    for ref, bug, seed in CASES:
+        source = inject(bug, ref.read_text(), seed, ref.name).source
+        path = folder / f"{ref.stem}-{hashlib.sha1(source.encode()).hexdigest()[:10]}.py"
+        path.write_text(source)
+        scripts[ref, bug.id, seed] = path
+    checked = check_all(sorted(set(scripts.values())))
+    return {case: checked[path] for case, path in scripts.items()}
+
+
+def test_every_bug_applies_to_some_reference():
+    assert {bug.id for _, bug, _ in CASES} == set(BUGS)
+
+
+@pytest.mark.parametrize(("ref", "bug", "seed"), CASES, ids=lambda v: getattr(v, "id", getattr(v, "stem", v)))
+def test_planted_bug_runs_and_trips_exactly_its_probes(ref, bug, seed, reports):
+    report = reports[ref, bug.id, seed]
+    assert report.verdict == "fail", f"{report.problem}\n{report.detail}"
+    failed = failed_probes(report)
+    details = "\n".join(f"{f.probe}: {f.status} {f.message}" for f in report.findings)
+    assert set(bug.probes) <= failed, details
+    assert ("health" in failed) == bug.breaks_training, details
+    assert failed <= {*bug.probes, "health"}, details
