@@ -5,7 +5,7 @@ import hashlib
 
 import pytest
 
-from conftest import REFERENCES, check_all, failed_probes
+from conftest import FIXTURES, REFERENCES, check_all, failed_probes
 from katas.bugs import BUGS
 from katas.engine.context import Context
 from katas.engine.inject import inject, sites
@@ -13,6 +13,9 @@ from katas.engine.inject import inject, sites
 SEEDS = (0, 1, 2)
 CASES = [(ref, bug, seed) for ref in sorted(REFERENCES.glob("*.py")) for bug in BUGS.values()
          if sites(bug, Context(ref.read_text())) for seed in SEEDS]
+# Scripts written unlike the references (a Trainer class with attributes, a loop with no functions).
+OTHERS = [FIXTURES / "general__trainer_class.py", FIXTURES / "general__plain_loop.py"]
+OTHER_CASES = [(script, bug, 0) for script in OTHERS for bug in BUGS.values() if sites(bug, Context(script.read_text()))]
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +23,7 @@ def reports(tmp_path_factory):
     """Plant every case, check each distinct script once, side by side."""
     folder = tmp_path_factory.mktemp("injected")
     scripts = {}
-    for ref, bug, seed in CASES:
+    for ref, bug, seed in CASES + OTHER_CASES:
         source = inject(bug, ref.read_text(), seed, ref.name).source
         path = folder / f"{ref.stem}-{hashlib.sha1(source.encode()).hexdigest()[:10]}.py"
         path.write_text(source)
@@ -31,6 +34,19 @@ def reports(tmp_path_factory):
 
 def test_every_bug_applies_to_some_reference():
     assert {bug.id for _, bug, _ in CASES} == set(BUGS)
+
+
+def test_bugs_apply_to_scripts_written_differently():
+    applied = {(script.stem, bug.id) for script, bug, _ in OTHER_CASES}
+    assert {("general__trainer_class", "zero-grad"), ("general__trainer_class", "eval-mode"),
+            ("general__trainer_class", "train-mode"), ("general__plain_loop", "zero-grad")} <= applied
+
+
+@pytest.mark.parametrize(("script", "bug", "seed"), OTHER_CASES, ids=lambda v: getattr(v, "id", getattr(v, "stem", v)))
+def test_planted_bug_in_a_differently_written_script_trips_its_probes(script, bug, seed, reports):
+    report = reports[script, bug.id, seed]
+    details = "\n".join(f"{f.probe}: {f.status} {f.message}" for f in report.findings)
+    assert set(bug.probes) <= failed_probes(report), details
 
 
 @pytest.mark.parametrize(("ref", "bug", "seed"), CASES, ids=lambda v: getattr(v, "id", getattr(v, "stem", v)))
