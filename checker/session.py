@@ -10,7 +10,8 @@ event          arguments
 ``module``     a module about to run (every module, every call)
 ``output``     ``(module, output)`` of a top-level module call that is not a loss
 ``backward``   the tensor handed to ``backward()``
-``params``     ``(optimizer, params)`` when an optimizer gains a parameter group
+``grad``       ``(param, grad)``: a gradient contribution to a trained parameter, before it is
+               added to ``.grad`` (every parameter an optimizer holds is hooked once)
 ``step_pre``   a :class:`Step` just before ``optimizer.step()`` updates anything
 ``step_post``  the same :class:`Step` after the update
 ``clip``       ``(params, max_norm, norm_type, total_norm)`` of ``clip_grad_norm_``
@@ -102,6 +103,7 @@ class Session:
     _depth: int = 0
     _step: Step | None = None
     _quiet: bool = False
+    _hooked: set[int] = field(default_factory=set)
 
     # -- subscription -------------------------------------------------------
     def on(self, event: str, owner: str, callback: Callable) -> None:
@@ -242,7 +244,8 @@ class Session:
                 return
             if not any(opt is optimizer for opt in session.optimizers):
                 session.optimizers.append(optimizer)
-            session.emit("params", optimizer, list(optimizer.param_groups[-1]["params"]))
+            for p in optimizer.param_groups[-1]["params"]:
+                session.hook_gradients(p)
 
         torch.optim.Optimizer.add_param_group = add_param_group
 
@@ -262,6 +265,19 @@ class Session:
             return ObservedIterator(iterator, session, observed, loader)
 
         DataLoader.__iter__ = __iter__
+
+    def hook_gradients(self, param: torch.Tensor) -> None:
+        if id(param) in self._hooked or not param.requires_grad:
+            return
+        self._hooked.add(id(param))
+        ref = weakref.ref(param)
+
+        def on_gradient(grad: torch.Tensor) -> None:
+            p = ref()
+            if p is not None:
+                self.emit("grad", p, grad)
+
+        param.register_hook(on_gradient)
 
     def start_batch(self, observed: Pass, batch: Any) -> None:
         self.current = observed

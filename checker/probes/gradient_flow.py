@@ -9,7 +9,6 @@ them with an auxiliary term multiplied by zero still gives them nothing.
 """
 from __future__ import annotations
 
-import weakref
 from collections import defaultdict
 
 from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
@@ -24,26 +23,15 @@ class Observer:
 
         self.session = session
         self.grad_enabled = torch.is_grad_enabled
-        self.hooked: set[int] = set()
         self.reached: set[int] = set()
         self.ran: dict[int, dict[int, str]] = defaultdict(dict)  # loader -> {param id: owner name}
         self.modules_seen: dict[int, set[int]] = defaultdict(set)
-        session.on("params", ID, self.on_params)
+        session.on("grad", ID, self.on_grad)
         session.on("module", ID, self.on_module)
 
-    def on_params(self, optimizer, params) -> None:
-        for p in params:
-            if id(p) not in self.hooked and p.requires_grad:
-                self.hooked.add(id(p))
-                p.register_hook(self._hook(weakref.ref(p)))
-
-    def _hook(self, ref):
-        def hook(grad):
-            p = ref()
-            if p is not None and id(p) not in self.reached and bool(grad.ne(0).any()):
-                self.reached.add(id(p))
-
-        return hook
+    def on_grad(self, p, grad) -> None:
+        if id(p) not in self.reached and bool(grad.ne(0).any()):
+            self.reached.add(id(p))
 
     def on_module(self, module) -> None:
         current = self.session.current

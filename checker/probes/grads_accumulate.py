@@ -9,8 +9,6 @@ pass; lowering the learning rate, clipping or rescaling the loss do not.
 """
 from __future__ import annotations
 
-import weakref
-
 from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
 
 ID = "grads-accumulate"
@@ -19,31 +17,20 @@ TITLE = "gradients reset between steps"
 
 class Observer:
     def __init__(self, session):
-        self.hooked: set[int] = set()
         self.fresh: set[int] = set()  # parameters that had a contribution since their last step
         self.stale: set[int] = set()  # ... whose first contribution found old gradient in .grad
         self.steps = 0
         self.stale_steps = 0
         self.series: list[int] = []
-        session.on("params", ID, self.on_params)
+        session.on("grad", ID, self.on_grad)
         session.on("step_post", ID, self.on_step)
 
-    def on_params(self, optimizer, params) -> None:
-        for p in params:
-            if id(p) not in self.hooked and p.requires_grad:
-                self.hooked.add(id(p))
-                p.register_hook(self._hook(weakref.ref(p)))
-
-    def _hook(self, ref):
-        def hook(grad):
-            p = ref()
-            if p is None or id(p) in self.fresh:
-                return
-            self.fresh.add(id(p))
-            if p.grad is not None and bool(p.grad.ne(0).any()):
-                self.stale.add(id(p))
-
-        return hook
+    def on_grad(self, p, grad) -> None:
+        if id(p) in self.fresh:
+            return
+        self.fresh.add(id(p))
+        if p.grad is not None and bool(p.grad.ne(0).any()):
+            self.stale.add(id(p))
 
     def on_step(self, step) -> None:
         ids = {id(p) for p in step.params}
