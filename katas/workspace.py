@@ -50,14 +50,15 @@ def _temporary(folder: Path, text: str, prefix: str) -> str:
     return tmp
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def write_text_atomically(path: Path, text: str) -> None:
+    """Readers see the old file or the new one, never a half-written one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     os.replace(_temporary(path.parent, text, f".{path.name}."), path)
 
 
 def write_metadata(script: Path, info: KataInfo) -> None:
     payload = base64.b64encode(json.dumps(asdict(info), sort_keys=True).encode()).decode()
-    _write_atomically(metadata_path(script), json.dumps({"format": 1, "kata": payload}, indent=2) + "\n")
+    write_text_atomically(metadata_path(script), json.dumps({"format": 1, "kata": payload}, indent=2) + "\n")
 
 
 def numbers(folder: Path) -> list[int]:
@@ -90,5 +91,5 @@ def replace_with_backup(target: Path, text: str) -> Path | None:
         n = len(list(folder.glob(f"{target.stem}.*.py"))) + 1
         backup = folder / f"{target.stem}.{n}.py"
         backup.write_bytes(target.read_bytes())
-    _write_atomically(target, text)
+    write_text_atomically(target, text)
     return backup

@@ -78,6 +78,10 @@ class Context:
                             for c in self.all(cst.ClassDef)}
         self._infer_roles()
 
+    def scopes(self) -> list:
+        """Every scope of the module (global, functions, classes, comprehensions)."""
+        return list({id(s): s for s in self._scopes.values() if s is not None}.values())
+
     def all(self, kind: type) -> list:
         """Every node of a type, in source order."""
         return self.index.get(kind, [])

@@ -1,0 +1,1 @@
+"""Randomized interview tasks: several disguised bugs, a candidate brief, an answer key, grading."""

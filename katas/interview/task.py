@@ -1,0 +1,133 @@
+"""Generating an interview task: disguise a reference, then plant several bugs that do not overlap.
+
+The bugs are planted into the *disguised* script, so the operators find their
+sites by structure in code that no longer looks like the reference, and the
+answer key speaks the candidate's names. Every planted line is tracked through
+the later edits, which both keeps sites apart and lets the key say where each
+bug is.
+"""
+from __future__ import annotations
+
+import difflib
+import random
+from dataclasses import dataclass, field
+
+from katas.bugs import BUGS
+from katas.catalogue import Bug
+from katas.engine.context import Context
+from katas.engine.inject import sites
+from katas.interview.disguise import disguise
+from katas.interview.names import DESCRIPTIONS
+
+LEVELS = ("easy", "medium", "hard")
+# Pairs that hide each other's symptom: without eval() there is no evaluation mode to get stuck in;
+# a cut gradient path keeps the model from growing confident enough to reach log(0).
+CONFLICTS = {frozenset({"eval-mode", "train-mode"}), frozenset({"detach", "log0"})}
+
+
+class TaskError(ValueError):
+    """The request cannot be met (too many bugs for this reference and difficulty)."""
+
+
+@dataclass
+class Planted:
+    bug: Bug
+    site: str
+    lines: list[int] = field(default_factory=list)  # 0-based lines of the task script this bug wrote
+    removed_at: list[int] = field(default_factory=list)  # where it deleted lines (index of the next line)
+
+    @property
+    def points(self) -> list[int]:
+        return self.lines + self.removed_at
+
+    @property
+    def anchor(self) -> int:
+        return min(self.points)
+
+
+@dataclass
+class Task:
+    reference: str
+    seed: int
+    difficulty: str | None
+    description: str
+    solution: str  # the disguised script without bugs
+    script: str = ""  # the candidate's script
+    planted: list[Planted] = field(default_factory=list)
+
+
+def eligible(bug: Bug, difficulty: str | None) -> bool:
+    return difficulty is None or LEVELS.index(bug.difficulty) <= LEVELS.index(difficulty)
+
+
+def generate(reference: str, source: str, n_bugs: int, seed: int, difficulty: str | None = None) -> Task:
+    rng = random.Random(f"interview:{seed}")
+    description = rng.choice(DESCRIPTIONS.get(reference, ("A PyTorch training script.",)))
+    clean = disguise(source, seed, description)
+    task = Task(reference, seed, difficulty, description, clean, clean)
+    ctx = Context(clean)
+    candidates = [b for b in BUGS.values() if eligible(b, difficulty) and sites(b, ctx)]
+    rng.shuffle(candidates)
+    if difficulty is not None:  # lead with a bug of the requested level when there is one
+        candidates.sort(key=lambda b: b.difficulty != difficulty)
+    for bug in candidates:
+        if len(task.planted) == n_bugs:
+            break
+        if any(frozenset({bug.id, p.bug.id}) in CONFLICTS for p in task.planted):
+            continue
+        plant(task, bug, rng)
+    if len(task.planted) < n_bugs:
+        raise TaskError(f"only {len(task.planted)} compatible bugs apply to {reference}"
+                        + (f" at difficulty {difficulty}" if difficulty else ""))
+    return task
+
+
+def plant(task: Task, bug: Bug, rng: random.Random) -> bool:
+    """Plant ``bug`` at the first site (in seeded order) that touches no line an earlier bug wrote."""
+    ctx = Context(task.script)
+    options = sites(bug, ctx)
+    rng.shuffle(options)
+    before = task.script.splitlines()
+    for site in options:
+        after = bug.operator.mutate(ctx, site).code
+        moved = track(before, after.splitlines(), task.planted)
+        if moved is None:
+            continue
+        compile(after, "train.py", "exec")
+        task.planted = moved
+        added, removed = changes(before, after.splitlines())
+        task.planted.append(Planted(bug, site.id, added, removed))
+        task.script = after
+        return True
+    return False
+
+
+def changes(before: list[str], after: list[str]) -> tuple[list[int], list[int]]:
+    """(lines of ``after`` that are new, positions in ``after`` where lines of ``before`` were dropped)."""
+    added, removed = [], []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
+        if op in ("replace", "insert"):
+            added += range(j1, j2)
+        if op == "delete":
+            removed.append(j1)
+    return added, removed
+
+
+def track(before: list[str], after: list[str], planted: list[Planted]) -> list[Planted] | None:
+    """Carry earlier bugs' lines over an edit; None when the edit touches one of them."""
+    mapping: dict[int, int] = {}
+    touched: list[tuple[int, int]] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
+        if op == "equal":
+            mapping.update({i1 + k: j1 + k for k in range(i2 - i1)})
+        else:
+            touched.append((i1, i2))
+    moved = []
+    for p in planted:
+        if any(i1 <= x < i2 or (i1 == i2 == x) for x in p.points for i1, i2 in touched):
+            return None
+        if any(x not in mapping and x < len(before) for x in p.lines):
+            return None
+        moved.append(Planted(p.bug, p.site, [mapping[x] for x in p.lines],
+                             [mapping.get(x, len(after)) for x in p.removed_at]))
+    return moved
