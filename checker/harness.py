@@ -50,11 +50,17 @@ def write_record(channel_dir: str, record: dict) -> None:
     os.replace(path + ".tmp", path)
 
 
-def main() -> None:
-    script, device, channel_dir = sys.argv[1:4]
+def prepare() -> None:
+    """Import torch (with dynamo deferred) and the observers: everything a check needs before the script."""
     from checker import fast_start
 
     fast_start.install()
+    import checker.probes  # noqa: F401
+    import checker.session  # noqa: F401
+
+
+def check(script: str, device: str, channel_dir: str) -> None:
+    """Observe one run of ``script`` in this process and write the record to ``channel_dir``."""
     import torch
 
     if device == "cuda" and not torch.cuda.is_available():
@@ -84,6 +90,12 @@ def main() -> None:
         "facts": session.summary(),
         "observations": observations,
     })
+
+
+def main() -> None:
+    script, device, channel_dir = sys.argv[1:4]
+    prepare()
+    check(script, device, channel_dir)
 
 
 if __name__ == "__main__":

@@ -27,42 +27,60 @@ class Run:
     seconds: float
 
 
-def run(script: Path, device: str = "cpu", timeout: float = 120.0) -> Run:
-    """Run ``script`` in its own process group and scratch folder; never touches the script's folder."""
+def child_env() -> dict[str, str]:
+    return dict(os.environ, PYTHONUNBUFFERED="1",
+                PYTHONPATH=os.pathsep.join(filter(None, [PACKAGE_ROOT, os.environ.get("PYTHONPATH")])))
+
+
+class ColdChild:
+    """A fresh ``python -m checker.harness`` process."""
+
+    def __init__(self, script: str, device: str, channel: str, scratch: str, log: str):
+        with open(log, "wb") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "checker.harness", script, device, channel],
+                                         cwd=scratch, env=child_env(), stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        self.pid = self.proc.pid
+
+    def wait(self, timeout: float | None) -> bool:
+        try:
+            self.proc.wait(timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+
+def run(script: Path, device: str = "cpu", timeout: float = 120.0, warm=None) -> Run:
+    """Run ``script`` in its own process group and scratch folder; never touches the script's folder.
+
+    ``warm`` (a ``checker.warm.WarmServer``) forks the run from a process that already imported torch.
+    """
     channel = tempfile.mkdtemp(prefix="kata-channel-")
     scratch = tempfile.mkdtemp(prefix="kata-run-")
-    env = dict(os.environ, PYTHONUNBUFFERED="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [PACKAGE_ROOT, os.environ.get("PYTHONPATH")])))
     log_path = os.path.join(channel, "output.log")
     started = time.perf_counter()
     try:
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "checker.harness", str(script.resolve()), device, channel],
-                cwd=scratch, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-            timed_out = False
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            finally:
-                _kill_group(proc)
+        launch = warm.start if warm is not None else ColdChild
+        child = launch(str(script.resolve()), device, channel, scratch, log_path)
+        timed_out = not child.wait(timeout)
+        _kill_group(child.pid)  # the script and everything it started (DataLoader workers included)
+        child.wait(None)
         seconds = time.perf_counter() - started
-        return Run(_read_record(channel), proc.returncode, timed_out, _tail(log_path), seconds)
+        return Run(_read_record(channel), child.returncode, timed_out, _tail(log_path), seconds)
     finally:
         shutil.rmtree(channel, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    """End the script and everything it started (DataLoader workers included)."""
+def _kill_group(pgid: int) -> None:
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    proc.wait()
 
 
 def _read_record(channel: str) -> dict | None:

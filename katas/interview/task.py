@@ -75,16 +75,19 @@ def generate(reference: str, source: str, n_bugs: int, seed: int, difficulty: st
             break
         if any(frozenset({bug.id, p.bug.id}) in CONFLICTS for p in task.planted):
             continue
-        plant(task, bug, rng)
+        if plant(task, bug, rng, ctx):
+            ctx = Context(task.script)
     if len(task.planted) < n_bugs:
         raise TaskError(f"only {len(task.planted)} compatible bugs apply to {reference}"
                         + (f" at difficulty {difficulty}" if difficulty else ""))
     return task
 
 
-def plant(task: Task, bug: Bug, rng: random.Random) -> bool:
-    """Plant ``bug`` at the first site (in seeded order) that touches no line an earlier bug wrote."""
-    ctx = Context(task.script)
+def plant(task: Task, bug: Bug, rng: random.Random, ctx: Context) -> bool:
+    """Plant ``bug`` at the first site (in seeded order) that touches no line an earlier bug wrote.
+
+    ``ctx`` is the analysis of ``task.script`` as it stands.
+    """
     options = sites(bug, ctx)
     rng.shuffle(options)
     before = task.script.splitlines()

@@ -1,0 +1,95 @@
+"""A warm checker: one process imports torch once, then forks a fresh child for every script.
+
+The child becomes its own process group, moves to its scratch folder, sends its
+output to the run's log and observes the script exactly as a cold
+``python -m checker.harness`` would; the forked copy starts from a server that
+never ran anything, so no state passes from one check to the next. This saves
+importing torch on every check (the test suite, a watch loop).
+
+Protocol, one JSON line each way: the client sends ``{script, device, channel,
+scratch, log}``; the server answers ``{"pid": ...}`` at once and
+``{"status": ...}`` when that child ends.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+
+from checker import harness
+
+
+class WarmServer:
+    """The client side. Serves one check at a time; use one server per concurrent check."""
+
+    def __init__(self, env: dict[str, str]):
+        self.proc = subprocess.Popen([sys.executable, "-m", "checker.warm"], env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, start_new_session=True)
+        if self.proc.stdout.readline() != b"ready\n":
+            raise RuntimeError("the warm checker did not start")
+
+    def start(self, script: str, device: str, channel: str, scratch: str, log: str) -> "WarmChild":
+        request = {"script": script, "device": device, "channel": channel, "scratch": scratch, "log": log}
+        self.proc.stdin.write((json.dumps(request) + "\n").encode())
+        self.proc.stdin.flush()
+        return WarmChild(self, json.loads(self.proc.stdout.readline())["pid"])
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+class WarmChild:
+    def __init__(self, server: WarmServer, pid: int):
+        self.server, self.pid = server, pid
+        self.returncode: int | None = None
+
+    def wait(self, timeout: float | None) -> bool:
+        """True when the child ended within ``timeout`` seconds (None: wait as long as it takes)."""
+        if self.returncode is None:
+            ready, _, _ = select.select([self.server.proc.stdout], [], [], timeout)
+            if not ready:
+                return False
+            self.returncode = json.loads(self.server.proc.stdout.readline())["status"]
+        return True
+
+
+def run_child(request: dict) -> int:
+    """In the forked child: isolate, redirect, observe the script; returns the exit status."""
+    try:
+        os.setsid()
+        os.chdir(request["scratch"])
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        sys.stdin = open(0, closefd=False)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)
+        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        os.environ["PYTHONUNBUFFERED"] = "1"
+        harness.check(request["script"], request["device"], request["channel"])
+        return 0
+    except BaseException:  # noqa: BLE001 - a failure of the checker itself: no record, reported as such
+        import traceback
+
+        traceback.print_exc()
+        return 1
+
+
+def serve() -> None:
+    harness.prepare()
+    print("ready", flush=True)
+    for line in sys.stdin:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            raise SystemExit(run_child(request))  # unwinds and exits like any Python process
+        print(json.dumps({"pid": pid}), flush=True)
+        _, status = os.waitpid(pid, 0)
+        print(json.dumps({"status": os.waitstatus_to_exitcode(status)}), flush=True)
+
+
+if __name__ == "__main__":
+    serve()

@@ -1,0 +1,154 @@
+"""Interview tasks: observable bugs, behaviour-preserving disguise, diffs that point nowhere, grading."""
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import REFERENCES, WORKERS, check_all, failed_probes
+from checker.findings import NOT_APPLICABLE, PASS
+from katas.cli import main
+from katas.interview.task import generate
+
+NAMES = ("classifier", "binary")
+SOURCES = {name: (REFERENCES / f"{name}.py").read_text() for name in NAMES}
+
+
+def task_for(seed: int, n_bugs: int):
+    reference = NAMES[seed % 2]
+    return generate(reference, SOURCES[reference], n_bugs, seed)
+
+
+@functools.cache
+def tasks() -> dict:
+    """Tasks for 30 seeds x 1, 2, 3 bugs and 100 seeds x 3 bugs, generated once, in parallel."""
+    cases = sorted({(seed, n) for seed in range(30) for n in (1, 2)} | {(seed, 3) for seed in range(100)})
+    with ProcessPoolExecutor(max_workers=WORKERS) as pool:
+        return dict(zip(cases, pool.map(task_for, *zip(*cases))))
+
+
+@pytest.fixture(scope="module")
+def checked_tasks(tmp_path_factory):
+    """30 seeds x 1, 2, 3 bugs, plus each seed's bug-free disguise; every distinct script checked once."""
+    folder = tmp_path_factory.mktemp("tasks")
+    scripts = {}
+    for seed in range(30):
+        for n in (1, 2, 3):
+            task = tasks()[seed, n]
+            for kind, text in (("task", task.script), ("clean", task.solution)):
+                path = folder / f"{kind}-{abs(hash(text))}.py"
+                path.write_text(text)
+                scripts[seed, n, kind] = path
+    reports = check_all(sorted(set(scripts.values())))
+    return tasks(), {case: reports[path] for case, path in scripts.items()}
+
+
+@pytest.mark.parametrize("n", (1, 2, 3))
+def test_every_planted_bug_is_flagged(n, checked_tasks):
+    tasks, reports = checked_tasks
+    for seed in range(30):
+        task, report = tasks[seed, n], reports[seed, n, "task"]
+        assert len(task.planted) == n
+        expected = {probe for p in task.planted for probe in p.bug.probes}
+        assert expected <= failed_probes(report), (seed, [p.bug.id for p in task.planted], report.problem,
+                                                   [(f.probe, f.status, f.message) for f in report.findings])
+
+
+def test_the_disguised_script_without_bugs_passes_every_probe(checked_tasks):
+    tasks, reports = checked_tasks
+    for seed in range(30):
+        report = reports[seed, 1, "clean"]
+        assert report.verdict == "pass", (seed, report.problem, report.detail)
+        assert all(f.status in (PASS, NOT_APPLICABLE) for f in report.findings)
+
+
+def test_a_diff_against_the_reference_does_not_point_at_the_bugs():
+    scripts = set()
+    for seed in range(100):
+        task = tasks()[seed, 3]
+        scripts.add(task.script)
+        reference = SOURCES[task.reference].splitlines()
+        diff = [line for line in difflib.unified_diff(reference, task.script.splitlines(), n=0, lineterm="")
+                if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+        bug_lines = sum(len(p.lines) + len(p.removed_at) for p in task.planted)
+        assert bug_lines / len(diff) < 0.2, (seed, bug_lines, len(diff))
+    assert len(scripts) >= 95
+
+
+def test_same_seed_same_task_and_different_seeds_differ(tmp_path):
+    def files(folder):
+        return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file() and p.name != "issued.json"}
+
+    for name, seed in (("a", 11), ("b", 11), ("c", 12)):
+        result = CliRunner().invoke(main, ["interview", "--seed", str(seed), "--out", str(tmp_path / name)])
+        assert result.exit_code == 0, result.output
+    assert files(tmp_path / "a") == files(tmp_path / "b")
+    assert files(tmp_path / "a") != files(tmp_path / "c")
+
+
+def test_task_layout_keeps_the_key_apart_and_the_brief_names_symptoms_not_causes(tmp_path):
+    key = tmp_path / "interviewer"
+    result = CliRunner().invoke(main, ["interview", "--seed", "3", "--bugs", "2", "--minutes", "30",
+                                       "--out", str(tmp_path / "task"), "--key", str(key)])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (tmp_path / "task").rglob("*") if p.is_file()) == ["README.md", "train.py"]
+    assert sorted(p.name for p in key.iterdir()) == ["issued.json", "key.json", "key.md", "solution.py"]
+    doc = json.loads((key / "key.json").read_text())
+    brief = (tmp_path / "task" / "candidate" / "README.md").read_text()
+    assert "30 minutes" in brief and "kata check train.py" in brief
+    for bug in doc["bugs"]:
+        assert bug["id"] not in brief and bug["title"] not in brief
+    for words in ("Where:", "Why:", "Fix:", "Follow-up questions", "Scoring rubric", "```diff"):
+        assert words in (key / "key.md").read_text()
+
+
+def test_existing_task_is_not_overwritten_without_force(tmp_path):
+    out = tmp_path / "task"
+    assert CliRunner().invoke(main, ["interview", "--seed", "1", "--out", str(out)]).exit_code == 0
+    script = out / "candidate" / "train.py"
+    script.write_text(script.read_text() + "# candidate's work\n")
+    refused = CliRunner().invoke(main, ["interview", "--seed", "2", "--out", str(out)])
+    assert refused.exit_code == 2 and "--force" in refused.output
+    assert script.read_text().endswith("# candidate's work\n")
+
+
+def test_too_many_bugs_for_a_difficulty_is_a_clear_error(tmp_path):
+    result = CliRunner().invoke(main, ["interview", "--bugs", "6", "--difficulty", "easy", "--ref", "binary",
+                                       "--out", str(tmp_path / "t")])
+    assert result.exit_code == 2 and "compatible bugs apply to binary at difficulty easy" in result.output
+
+
+def test_grade_reports_none_fixed_on_the_untouched_task_and_all_fixed_after_the_key(tmp_path):
+    out = tmp_path / "task"
+    assert CliRunner().invoke(main, ["interview", "--seed", "5", "--bugs", "3", "--out", str(out)]).exit_code == 0
+    untouched = CliRunner().invoke(main, ["grade", "--json", str(out)])
+    doc = json.loads(untouched.output)
+    assert untouched.exit_code == 1 and doc["fixed"] == 0
+    assert {b["status"] for b in doc["bugs"]} == {"still present"} and doc["minutes_taken"] is None
+
+    script = out / "candidate" / "train.py"
+    time.sleep(1.1)
+    script.write_text((out / "key" / "solution.py").read_text())
+    fixed = CliRunner().invoke(main, ["grade", str(out), "--report", str(tmp_path / "ada.md")])
+    assert fixed.exit_code == 0, fixed.output
+    assert "3 of 3 fixed" in fixed.output and "health gate: pass" in fixed.output
+    report = (tmp_path / "ada.md").read_text()
+    assert "**3 of 3 bugs fixed**" in report and "- none" in report
+
+
+def test_grade_names_a_new_symptom_the_candidate_introduced(tmp_path):
+    out = tmp_path / "task"
+    assert CliRunner().invoke(main, ["interview", "--seed", "8", "--bugs", "1", "--ref", "classifier",
+                                     "--out", str(out)]).exit_code == 0
+    solution = (out / "key" / "solution.py").read_text()
+    broken_elsewhere = solution.replace(".zero_grad(set_to_none=True)", ".zero_grad(set_to_none=True) if False else None")
+    assert broken_elsewhere != solution
+    (out / "candidate" / "train.py").write_text(broken_elsewhere)
+    doc = json.loads(CliRunner().invoke(main, ["grade", "--json", str(out)]).output)
+    assert [s["probe"] for s in doc["new_symptoms"]] == ["grads-accumulate"]
+    assert doc["exit_code"] == 1

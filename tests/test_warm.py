@@ -1,0 +1,38 @@
+"""The warm checker decides exactly as the cold one, and handles timeouts and crashes the same way."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+from checker.runner import child_env, run
+from checker.verdict import judge
+from checker.warm import WarmServer
+
+
+@pytest.fixture(scope="module")
+def server():
+    warm = WarmServer(child_env())
+    yield warm
+    warm.close()
+
+
+def verdicts(path: Path, warm=None, timeout: float = 60):
+    report = judge(run(path, "cpu", timeout, warm=warm), str(path), "cpu", timeout)
+    return report.verdict, report.exit_code, [(f.probe, f.status, f.measured) for f in report.findings]
+
+
+@pytest.mark.parametrize("name", ["grads_accumulate__broken.py", "worker_rng__broken.py", "baseline.py"])
+def test_warm_and_cold_agree(name, server):
+    assert verdicts(FIXTURES / name, server) == verdicts(FIXTURES / name)
+
+
+def test_warm_timeout_and_crash(tmp_path, server):
+    spin = tmp_path / "spin.py"
+    spin.write_text("while True:\n    pass\n")
+    assert verdicts(spin, server, timeout=1)[:2] == ("timeout", 4)
+    boom = tmp_path / "boom.py"
+    boom.write_text("import os\nos._exit(0)\n")
+    assert verdicts(boom, server)[:2] == ("script-failed", 3)
+    assert verdicts(FIXTURES / "baseline.py", server)[:2] == ("pass", 0)  # the server is still fine
