@@ -1,20 +1,20 @@
-"""The checked process: ``python -m checker.harness SCRIPT DEVICE CHANNEL_DIR``.
+"""The checked process: ``python -m checker.harness SCRIPT DEVICE CHANNEL_DIR`` (signing key on stdin).
 
 Installs the observers, runs the script as ``__main__`` (as ``python SCRIPT``
-would, with ``KATA_DEVICE`` set), then writes what it saw to
+would, with ``KATA_DEVICE`` set), then writes what it saw, signed, to
 ``CHANNEL_DIR/record.json``. The ``kata`` process judges that record; it never
 reads the script's own output for the verdict.
 """
 from __future__ import annotations
 
-import json
 import os
 import runpy
 import sys
 import traceback
 
-SCHEMA = 1
-RECORD = "record.json"
+from checker import record
+
+HEARTBEAT = "heartbeat"
 
 
 def script_traceback(exc: BaseException, script: str) -> str:
@@ -33,7 +33,7 @@ def run_script(script: str, device: str) -> dict:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        return {"status": "finished" if code == 0 else "exit", "code": code}
+        return {"status": "finished" if code == 0 else "exit", "code": code, "exit_called": True}
     except BaseException as exc:  # noqa: BLE001 - the script's failure is the result
         return {"status": "exception", "error": f"{type(exc).__name__}: {exc}",
                 "traceback": script_traceback(exc, script)}
@@ -41,13 +41,6 @@ def run_script(script: str, device: str) -> dict:
         sys.stdout.flush()
         sys.stderr.flush()
     return {"status": "finished", "code": 0}
-
-
-def write_record(channel_dir: str, record: dict) -> None:
-    path = os.path.join(channel_dir, RECORD)
-    with open(path + ".tmp", "w") as f:
-        json.dump(record, f)
-    os.replace(path + ".tmp", path)
 
 
 def prepare() -> None:
@@ -59,18 +52,18 @@ def prepare() -> None:
     import checker.session  # noqa: F401
 
 
-def check(script: str, device: str, channel_dir: str) -> None:
-    """Observe one run of ``script`` in this process and write the record to ``channel_dir``."""
+def check(script: str, device: str, channel_dir: str, key: str) -> None:
+    """Observe one run of ``script`` in this process and write the signed record to ``channel_dir``."""
     import torch
 
     if device == "cuda" and not torch.cuda.is_available():
-        write_record(channel_dir, {"schema": SCHEMA, "complete": True, "outcome": {"status": "no-cuda"}})
+        record.write(channel_dir, {"schema": record.SCHEMA, "complete": True, "outcome": {"status": "no-cuda"}}, key)
         return
 
     from checker.probes import PROBES
     from checker.session import Session
 
-    session = Session(channel_dir)
+    session = Session(channel_dir, heartbeat=os.path.join(channel_dir, HEARTBEAT))
     observers = {probe.ID: probe.Observer(session) for probe in PROBES}
     session.install()
     outcome = run_script(script, device)
@@ -81,21 +74,23 @@ def check(script: str, device: str, channel_dir: str) -> None:
             observations[probe_id] = observer.summary()
         except Exception as exc:  # reported as that probe's error, never as a pass
             session.errors[probe_id] = f"{type(exc).__name__}: {exc}"
-    write_record(channel_dir, {
-        "schema": SCHEMA,
+    record.write(channel_dir, {
+        "schema": record.SCHEMA,
         "complete": True,
         "device": device,
         "torch": torch.__version__,
         "outcome": outcome,
         "facts": session.summary(),
         "observations": observations,
-    })
+    }, key)
 
 
 def main() -> None:
     script, device, channel_dir = sys.argv[1:4]
+    key = sys.stdin.readline().strip()  # read before the script can; stdin is then empty
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     prepare()
-    check(script, device, channel_dir)
+    check(script, device, channel_dir, key)
 
 
 if __name__ == "__main__":

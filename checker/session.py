@@ -28,7 +28,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import threading
+import os
+import time
 import weakref
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.modules import module as module_hooks
 from torch.optim import lr_scheduler
+from torch.optim import optimizer as optimizer_hooks
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.utils.data import DataLoader
 
@@ -86,6 +88,7 @@ def total_norm(tensors: list[torch.Tensor], norm_type: float = 2.0) -> float:
 @dataclass
 class Session:
     channel_dir: str
+    heartbeat: str | None = None
     passes: list[Pass] = field(default_factory=list)
     current: Pass | None = None
     batch_index: int = -1
@@ -103,6 +106,9 @@ class Session:
     _depth: int = 0
     _step: Step | None = None
     _quiet: bool = False
+    _last_beat: float = 0.0
+    _patched: list = field(default_factory=list)
+    _hooks: list = field(default_factory=list)
     _hooked: set[int] = field(default_factory=set)
 
     # -- subscription -------------------------------------------------------
@@ -169,14 +175,16 @@ class Session:
             "trained_params": len(params),
             "params_finite": all(math.isfinite(total_norm([p])) for p in params),
             "observer_errors": self.errors,
+            "tampered": self.tampering(),
         }
 
     # -- instrumentation ----------------------------------------------------
     def install(self) -> None:
-        module_hooks.register_module_forward_pre_hook(self._module_pre)
-        module_hooks.register_module_forward_hook(self._module_post, always_call=True)
-        register_optimizer_step_pre_hook(self._step_pre)
-        register_optimizer_step_post_hook(self._step_post)
+        self._hook(module_hooks, "_global_forward_pre_hooks", module_hooks.register_module_forward_pre_hook(self._module_pre))
+        self._hook(module_hooks, "_global_forward_hooks",
+                   module_hooks.register_module_forward_hook(self._module_post, always_call=True))
+        self._hook(optimizer_hooks, "_global_optimizer_pre_hooks", register_optimizer_step_pre_hook(self._step_pre))
+        self._hook(optimizer_hooks, "_global_optimizer_post_hooks", register_optimizer_step_post_hook(self._step_post))
         self._wrap(torch.autograd, "backward", self._before_backward)
         self._wrap_add_param_group()
         self._wrap_dataloader()
@@ -192,7 +200,31 @@ class Session:
             before(*args, **kwargs)
             return original(*args, **kwargs)
 
-        setattr(owner, name, wrapper)
+        self._patch(owner, name, wrapper)
+
+    def _patch(self, owner: Any, name: str, replacement: Any) -> None:
+        setattr(owner, name, replacement)
+        self._patched.append((owner, name, replacement))
+
+    def _hook(self, owner: Any, registry: str, handle: Any) -> None:
+        self._hooks.append((owner, registry, getattr(owner, registry), handle.id))
+
+    def tampering(self) -> list[str]:
+        """What of the instrumentation the script removed or replaced (empty when intact)."""
+        found = [f"{getattr(owner, '__name__', owner)}.{registry}" for owner, registry, hooks, hook_id in self._hooks
+                 if getattr(owner, registry) is not hooks or hook_id not in hooks]
+        found += [f"{getattr(owner, '__qualname__', getattr(owner, '__name__', owner))}.{name}"
+                  for owner, name, replacement in self._patched if vars(owner).get(name) is not replacement]
+        return found
+
+    def beat(self) -> None:
+        """Tell the watchdog the script is making progress (at most twice a second)."""
+        now = time.monotonic()
+        if self.heartbeat and now - self._last_beat > 0.5:
+            self._last_beat = now
+            with open(self.heartbeat, "a"):
+                pass
+            os.utime(self.heartbeat)
 
     def _module_pre(self, module: nn.Module, args: Any) -> None:
         self._depth += 1
@@ -201,11 +233,13 @@ class Session:
     def _module_post(self, module: nn.Module, args: Any, output: Any) -> None:
         self._depth = max(0, self._depth - 1)
         if self._depth == 0 and not isinstance(module, nn.modules.loss._Loss):
+            self.beat()
             self.emit("output", module, output)
 
     def _before_backward(self, tensors: Any, *args: Any, **kwargs: Any) -> None:
         loss = tensors[0] if isinstance(tensors, (tuple, list)) else tensors
         self.backwards += 1
+        self.beat()
         if self.current is not None:
             self.current.backwards += 1
         if loss.numel() == 1:  # losses as JSON-safe floats; None marks a NaN or infinite loss
@@ -247,7 +281,7 @@ class Session:
             for p in optimizer.param_groups[-1]["params"]:
                 session.hook_gradients(p)
 
-        torch.optim.Optimizer.add_param_group = add_param_group
+        self._patch(torch.optim.Optimizer, "add_param_group", add_param_group)
 
     def _wrap_dataloader(self) -> None:
         original = DataLoader.__iter__
@@ -264,7 +298,7 @@ class Session:
                 iterator = original(loader)
             return ObservedIterator(iterator, session, observed, loader)
 
-        DataLoader.__iter__ = __iter__
+        self._patch(DataLoader, "__iter__", __iter__)
 
     def hook_gradients(self, param: torch.Tensor) -> None:
         if id(param) in self._hooked or not param.requires_grad:
@@ -285,6 +319,7 @@ class Session:
         self.batch_index += 1
         self._depth = 0
         self.labels = find_labels(batch)
+        self.beat()
         self.emit("batch", batch)
 
     def _wrap_clip(self) -> None:
@@ -300,8 +335,8 @@ class Session:
             session.emit("clip", params, float(max_norm), float(norm_type), float(norm))
             return norm
 
-        clip_grad.clip_grad_norm_ = clip_grad_norm_
-        torch.nn.utils.clip_grad_norm_ = clip_grad_norm_
+        self._patch(clip_grad, "clip_grad_norm_", clip_grad_norm_)
+        self._patch(torch.nn.utils, "clip_grad_norm_", clip_grad_norm_)
 
     def _wrap_mode_functions(self) -> None:
         session = self
@@ -316,7 +351,7 @@ class Session:
             return dropout
 
         for name in DROPOUT_FUNCTIONS:
-            setattr(F, name, observe_dropout(getattr(F, name)))
+            self._patch(F, name, observe_dropout(getattr(F, name)))
 
         original_bn = F.batch_norm
 
@@ -328,12 +363,12 @@ class Session:
                 session.emit("mode", "batchnorm", bool(training))
             return original_bn(input, running_mean, running_var, *args, **kwargs)
 
-        F.batch_norm = batch_norm
+        self._patch(F, "batch_norm", batch_norm)
 
     def _wrap_schedulers(self) -> None:
         for cls in vars(lr_scheduler).values():
             if isinstance(cls, type) and issubclass(cls, lr_scheduler.LRScheduler) and "__init__" in vars(cls):
-                cls.__init__ = self._observed_init(cls.__init__)
+                self._patch(cls, "__init__", self._observed_init(cls.__init__))
 
     def _observed_init(self, original: Callable) -> Callable:
         session = self

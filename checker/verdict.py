@@ -6,23 +6,26 @@ from dataclasses import dataclass, field
 
 from checker.findings import ERROR, Finding
 from checker.probes import PROBES
-from checker.runner import Run
+from checker.runner import Limits, Run
 
 SCHEMA = "torch-katas/check/1"
 EXIT_PASS, EXIT_SYMPTOM, EXIT_USAGE, EXIT_SCRIPT_FAILED, EXIT_TIMEOUT = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130
 
 
 @dataclass
 class Report:
     script: str
     device: str
-    verdict: str  # pass | fail | script-failed | timeout | usage
+    verdict: str  # pass | fail | script-failed | timeout | usage | interrupted
     exit_code: int
     problem: str = ""
     detail: str = ""
     findings: list[Finding] = field(default_factory=list)
     output: str = ""
     seconds: float = 0.0
+    log_path: str = ""
+    output_truncated: bool = False
 
     def to_json(self) -> dict:
         return {
@@ -36,45 +39,69 @@ class Report:
             "seconds": round(self.seconds, 3),
             "probes": [f.to_json() for f in self.findings],
             "output_tail": self.output,
+            "output_truncated": self.output_truncated,
+            "log": self.log_path,
         }
 
 
-def judge(run: Run, script: str, device: str, timeout: float) -> Report:
-    report = Report(script, device, "", 0, output=run.output, seconds=run.seconds)
-    record = run.record
-    if run.timed_out:
-        return _set(report, "timeout", EXIT_TIMEOUT, f"the script did not finish within {timeout:g} s")
-    if record is None:
-        return _set(report, "script-failed", EXIT_SCRIPT_FAILED, _why_no_record(run.returncode))
-    outcome = record["outcome"]
+def judge(run: Run, script: str, device: str, limits: Limits) -> Report:
+    report = Report(script, device, "", 0, output=run.output, seconds=run.seconds, log_path=run.log_path,
+                    output_truncated=run.output_truncated)
+    problem = _run_problem(run, limits)
+    if problem:
+        return _set(report, *problem)
+    outcome = run.record["outcome"]
     if outcome["status"] == "no-cuda":
         return _set(report, "usage", EXIT_USAGE, "--device cuda was asked for, but CUDA is not available here")
+    facts = run.record["facts"]
     if outcome["status"] == "exception":
         report.detail = outcome["traceback"]
-        return _set(report, "script-failed", EXIT_SCRIPT_FAILED, f"the script raised {outcome['error']}")
+        hint = "; is it installed in this environment?" if outcome["error"].startswith(("ModuleNotFoundError", "ImportError")) else ""
+        return _set(report, "script-failed", EXIT_SCRIPT_FAILED, f"the script raised {outcome['error']}{hint}")
     if outcome["status"] == "exit":
         return _set(report, "script-failed", EXIT_SCRIPT_FAILED, f"the script exited with status {outcome['code']}")
-    facts = record["facts"]
+    if not facts["backwards"] and not facts["steps"]:
+        why = ("the script exited (sys.exit) before any training was observed" if outcome.get("exit_called") else
+               "no training was observed: the script never called backward() or an optimizer step")
+        return _set(report, "script-failed", EXIT_SCRIPT_FAILED, why)
     errors = facts["observer_errors"]
     for probe in PROBES:
-        if probe.ID in errors or probe.ID not in record["observations"]:
+        if probe.ID in errors or probe.ID not in run.record["observations"]:
             report.findings.append(Finding(probe.ID, probe.TITLE, ERROR,
                                            message=f"the checker could not observe this: {errors.get(probe.ID)}"))
         else:
-            report.findings.append(probe.judge(record["observations"][probe.ID], facts))
+            report.findings.append(probe.judge(run.record["observations"][probe.ID], facts))
     failed = [f for f in report.findings if f.failed]
     if failed:
         return _set(report, "fail", EXIT_SYMPTOM, f"{len(failed)} of {len(report.findings)} checks found a symptom")
     return _set(report, "pass", EXIT_PASS, "no symptom found and the script still trains")
 
 
+def _run_problem(run: Run, limits: Limits) -> tuple[str, int, str] | None:
+    """How the run itself went wrong, if it did: (verdict, exit code, one line)."""
+    if run.ended == "interrupted":
+        return "interrupted", EXIT_INTERRUPTED, "interrupted: the script and everything it started were stopped"
+    if run.ended == "timeout":
+        return "timeout", EXIT_TIMEOUT, f"the script did not finish within {limits.timeout:g} s (--timeout)"
+    if run.ended == "idle":
+        return "timeout", EXIT_TIMEOUT, f"no progress for {limits.idle:g} s: is a loop unbounded? (--idle)"
+    if run.ended == "memory":
+        return "script-failed", EXIT_SCRIPT_FAILED, (
+            f"the script used more than {limits.memory_mb:.0f} MB of memory and was stopped (--memory)")
+    if run.forged:
+        return "script-failed", EXIT_SCRIPT_FAILED, (
+            "the result record was not written by the checker (its signature does not match): not trusted")
+    if run.record is None:
+        if run.returncode is not None and run.returncode < 0:
+            name = signal.Signals(-run.returncode).name
+            oom = " (possibly out of memory)" if name == "SIGKILL" else ""
+            return "script-failed", EXIT_SCRIPT_FAILED, f"the script was killed by {name}{oom} before it finished"
+        return "script-failed", EXIT_SCRIPT_FAILED, (
+            f"the script ended (status {run.returncode}) before it finished, without the checker's record "
+            "(os._exit or a crash?)")
+    return None
+
+
 def _set(report: Report, verdict: str, code: int, problem: str) -> Report:
     report.verdict, report.exit_code, report.problem = verdict, code, problem
     return report
-
-
-def _why_no_record(returncode: int | None) -> str:
-    if returncode is not None and returncode < 0:
-        name = signal.Signals(-returncode).name
-        return f"the script was killed by {name} before it finished"
-    return f"the script ended (status {returncode}) before it finished, without the checker's record"

@@ -7,18 +7,25 @@ never ran anything, so no state passes from one check to the next. This saves
 importing torch on every check (the test suite, a watch loop).
 
 Protocol, one JSON line each way: the client sends ``{script, device, channel,
-scratch, log}``; the server answers ``{"pid": ...}`` at once and
-``{"status": ...}`` when that child ends.
+scratch, fifo, key}``; the server answers ``{"pid": ...}`` at once and
+``{"status": ...}`` when that child ends. The server is a child subreaper: what
+a check's script leaves behind (daemons included) becomes the server's child
+and is ended before the server reports the check's status.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 
 from checker import harness
+from checker.processes import PROC
+
+PR_SET_CHILD_SUBREAPER = 36
 
 
 class WarmServer:
@@ -30,8 +37,10 @@ class WarmServer:
         if self.proc.stdout.readline() != b"ready\n":
             raise RuntimeError("the warm checker did not start")
 
-    def start(self, script: str, device: str, channel: str, scratch: str, log: str) -> "WarmChild":
-        request = {"script": script, "device": device, "channel": channel, "scratch": scratch, "log": log}
+    def start(self, script: str, device: str, channel: str, scratch: str, fifo: str, key: str,
+              token: str) -> "WarmChild":
+        request = {"script": script, "device": device, "channel": channel, "scratch": scratch, "fifo": fifo,
+                   "key": key}
         self.proc.stdin.write((json.dumps(request) + "\n").encode())
         self.proc.stdin.flush()
         return WarmChild(self, json.loads(self.proc.stdout.readline())["pid"])
@@ -61,15 +70,17 @@ def run_child(request: dict) -> int:
     try:
         os.setsid()
         os.chdir(request["scratch"])
-        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        output = os.open(request["fifo"], os.O_WRONLY)
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
+        os.dup2(output, 1)
+        os.dup2(output, 2)
+        os.close(output)
         sys.stdin = open(0, closefd=False)
         sys.stdout = open(1, "w", buffering=1, closefd=False)
         sys.stderr = open(2, "w", buffering=1, closefd=False)
         os.environ["PYTHONUNBUFFERED"] = "1"
-        harness.check(request["script"], request["device"], request["channel"])
+        sys.dont_write_bytecode = True
+        harness.check(request["script"], request["device"], request["channel"], request["key"])
         return 0
     except BaseException:  # noqa: BLE001 - a failure of the checker itself: no record, reported as such
         import traceback
@@ -78,7 +89,28 @@ def run_child(request: dict) -> int:
         return 1
 
 
+def end_orphans() -> None:
+    """Kill and reap whatever a finished check left behind (it was reparented to this subreaper)."""
+    me, killed = os.getpid(), []
+    for entry in PROC.iterdir() if PROC.is_dir() else []:
+        try:
+            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == me:
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    for pid in killed:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+
+
 def serve() -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
+    except (OSError, AttributeError):  # not Linux: the process group is all that gets ended
+        pass
     harness.prepare()
     print("ready", flush=True)
     for line in sys.stdin:
@@ -88,6 +120,7 @@ def serve() -> None:
             raise SystemExit(run_child(request))  # unwinds and exits like any Python process
         print(json.dumps({"pid": pid}), flush=True)
         _, status = os.waitpid(pid, 0)
+        end_orphans()
         print(json.dumps({"status": os.waitstatus_to_exitcode(status)}), flush=True)
 
 

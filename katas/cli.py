@@ -23,11 +23,52 @@ class KataError(click.ClickException):
 
 EXIT_CODES = """\b
 Exit codes:
-  0  every check passed
-  1  a symptom is present (or a check could not observe)
-  2  usage error
-  3  the script failed to run (crashed, exited early, raised)
-  4  the script timed out"""
+  0    every check passed
+  1    a symptom is present (or a check could not observe)
+  2    usage error (no such file, not a UTF-8 .py script, empty)
+  3    the script did not run as a training script (syntax error, exception,
+       crash, killed, out of memory, exited early, never trained)
+  4    timed out (--timeout), or no progress for --idle seconds
+  130  interrupted (Ctrl-C): the script and all it started were stopped"""
+
+
+def run_options(command):
+    """--device, --timeout, --idle and --memory: how a script is run under observation."""
+    for option in reversed([
+        click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+                     help="Where the script trains (passed to it as KATA_DEVICE)."),
+        click.option("--timeout", type=click.FloatRange(min=1), default=300, show_default=True, metavar="S",
+                     help="Stop the script after S seconds in all."),
+        click.option("--idle", type=click.FloatRange(min=1), default=30, show_default=True, metavar="S",
+                     help="Stop the script after S seconds without progress (no training step, no output)."),
+        click.option("--memory", type=click.FloatRange(min=64), metavar="MB",
+                     help="Stop the script when its processes hold more than MB of memory "
+                          "(default: 75% of RAM, at most 8192)."),
+    ]):
+        command = option(command)
+    return command
+
+
+def limits_of(timeout: float, idle: float, memory: float | None):
+    from checker.runner import Limits, default_memory_mb
+
+    return Limits(timeout, idle, memory or default_memory_mb())
+
+
+def observe(path: Path, device: str, limits):
+    """Check the file, then run it under observation; bad input becomes a clear error and exit code."""
+    from checker.preflight import Unusable, preflight
+    from checker.runner import run
+    from checker.verdict import judge
+
+    try:
+        preflight(path)
+    except Unusable as exc:
+        if exc.detail:
+            click.echo(exc.detail, err=True)
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    return judge(run(path, device, limits), str(path), device, limits)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -212,20 +253,17 @@ def interview(out: Path, n_bugs: int, difficulty: str | None, seed: int | None, 
 @click.argument("task_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--key", "key_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="The answer key's folder (default: TASK_DIR/key).")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
-@click.option("--timeout", type=click.FloatRange(min=1), default=120, show_default=True, metavar="S")
+@run_options
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Where to write the Markdown report (default: KEY/report.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print only a versioned JSON grade.")
-def grade(task_dir: Path, key_dir: Path | None, device: str, timeout: float, report_path: Path | None,
-          as_json: bool) -> None:
+def grade(task_dir: Path, key_dir: Path | None, device: str, timeout: float, idle: float, memory: float | None,
+          report_path: Path | None, as_json: bool) -> None:
     """Grade an interview task: which planted bugs are fixed, what new symptoms appeared, time taken.
 
     Runs the checker on TASK_DIR/candidate/train.py (see `kata check`) and reads
     its findings against the answer key. Writes a Markdown report for your records.
     """
-    from checker.runner import run
-    from checker.verdict import judge
     from katas.interview.grade import BadKey, grade as grade_task, markdown, script_of
     from katas.workspace import write_text_atomically
 
@@ -234,7 +272,7 @@ def grade(task_dir: Path, key_dir: Path | None, device: str, timeout: float, rep
     if not script.is_file():
         raise KataError(f"no candidate script at {script}")
     try:
-        result = grade_task(script, key_dir, judge(run(script, device, timeout), str(script), device, timeout))
+        result = grade_task(script, key_dir, observe(script, device, limits_of(timeout, idle, memory)))
     except BadKey as exc:
         raise KataError(str(exc)) from None
     report_path = report_path or key_dir / "report.md"
@@ -294,13 +332,10 @@ def bugs(as_json: bool) -> None:
 
 
 @main.command(epilog=EXIT_CODES)
-@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
-              help="Where the script trains (passed to it as KATA_DEVICE).")
-@click.option("--timeout", type=click.FloatRange(min=1), default=120, show_default=True, metavar="S",
-              help="Stop the script after S seconds.")
+@click.argument("path", type=click.Path(path_type=Path))
+@run_options
 @click.option("--json", "as_json", is_flag=True, help="Print only a versioned JSON report.")
-def check(path: Path, device: str, timeout: float, as_json: bool) -> None:
+def check(path: Path, device: str, timeout: float, idle: float, memory: float | None, as_json: bool) -> None:
     """Run a training script under observation and report the symptoms it shows.
 
     The script runs in a separate Python process, in a scratch folder, exactly
@@ -312,13 +347,10 @@ def check(path: Path, device: str, timeout: float, as_json: bool) -> None:
     gradient-flow, lr-schedule, non-finite, worker-rng, clip-order,
     and the health gate (the script must still train and learn).
     """
-    from checker.runner import run
-    from checker.verdict import judge
-
     from katas.bugs import BUGS
     from katas.workspace import read_metadata
 
-    report = judge(run(path, device, timeout), str(path), device, timeout)
+    report = observe(path, device, limits_of(timeout, idle, memory))
     info = read_metadata(path)
     injected = BUGS[info.bug].status({f.probe: f.status for f in report.findings}) if info and info.bug in BUGS else None
     if as_json:

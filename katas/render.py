@@ -51,9 +51,11 @@ def show(report: Report, console: Console, command: str, injected: str | None = 
         console.print(findings_table(report.findings))
     if report.detail:
         console.print(Text(report.detail, style="red"))
-    if report.verdict in ("script-failed", "timeout") and report.output.strip():
+    if report.verdict in ("script-failed", "timeout", "interrupted") and report.output.strip():
         console.print("[dim]last lines the script printed:[/]")
         console.print(Text("\n".join(report.output.rstrip().splitlines()[-15:]), style="dim"))
+    if report.output_truncated:
+        console.print(f"[dim]output truncated, full log at {escape(report.log_path)}[/]")
     if report.verdict == "pass":
         console.print(f"[green]✓ {report.problem}[/]")
     else:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from checker.runner import child_env, run
+from checker.runner import Limits, child_env, run
 from checker.verdict import Report, judge
 from checker.warm import WarmServer
 
@@ -33,7 +33,8 @@ def check(path: Path, device: str = "cpu", timeout: float = 120) -> Report:
         server = WarmServer(child_env())
         atexit.register(server.close)
     try:
-        return judge(run(path, device, timeout, warm=server), str(path), device, timeout)
+        limits = Limits(timeout=timeout)
+        return judge(run(path, device, limits, warm=server), str(path), device, limits)
     finally:
         _servers.put(server)
 

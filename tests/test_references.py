@@ -8,7 +8,7 @@ import pytest
 
 from conftest import REFERENCES, failed_probes
 from checker.findings import NOT_APPLICABLE, PASS
-from checker.runner import run
+from checker.runner import Limits, run
 from checker.verdict import judge
 
 SCRIPTS = sorted(REFERENCES.glob("*.py"))
@@ -17,7 +17,7 @@ RUNS = 3
 
 def cold_check(path):
     """The references go through exactly what `kata check` runs: a fresh process each time."""
-    return judge(run(path), str(path), "cpu", 120)
+    return judge(run(path), str(path), "cpu", Limits())
 
 
 @pytest.fixture(scope="module")

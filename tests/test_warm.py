@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
-from checker.runner import child_env, run
+from checker.runner import Limits, child_env, run
 from checker.verdict import judge
 from checker.warm import WarmServer
 
@@ -19,7 +19,8 @@ def server():
 
 
 def verdicts(path: Path, warm=None, timeout: float = 60):
-    report = judge(run(path, "cpu", timeout, warm=warm), str(path), "cpu", timeout)
+    limits = Limits(timeout=timeout)
+    report = judge(run(path, "cpu", limits, warm=warm), str(path), "cpu", limits)
     return report.verdict, report.exit_code, [(f.probe, f.status, f.measured) for f in report.findings]
 
 

@@ -12,7 +12,9 @@ Criteria (each shown as its own row):
 * parameters are finite at the end;
 * validation accuracy in the last evaluation pass, from the model's outputs and
   the batch's labels, is at least a quarter of the way from chance (the majority
-  class) to perfect.
+  class) to perfect;
+* the checker's instrumentation is intact at the end: a script that removes its
+  hooks or replaces what it wrapped is not trusted to have passed anything.
 """
 from __future__ import annotations
 
@@ -120,6 +122,11 @@ def judge(obs: dict, facts: dict) -> Finding:
                           f"last validation pass: accuracy {accuracy:.3f}, chance {chance:.3f}"))
     else:
         parts.append(_row("val-accuracy", None, "", "", "no validation pass with labels was observed"))
+
+    tampered = facts.get("tampered", [])
+    parts.append(_row("instrumentation-intact", not tampered, f"{len(tampered)} removed", "0",
+                      f"the script removed or replaced: {', '.join(tampered)}" if tampered else
+                      "the checker's hooks were in place to the end"))
 
     failed = [p for p in parts if p.status == FAIL]
     status = FAIL if failed else PASS

@@ -1,0 +1,76 @@
+"""Finding and ending everything a checked script started, and measuring its memory (Linux /proc).
+
+Members of the script's process group are found by their group id. Processes
+that left the group (``setsid``, double fork) are found by a token in their
+environment, which every descendant of the cold child inherits; the warm server
+reaps the orphans of its own children itself. Without /proc (not Linux) only
+the process group is ended and memory is not limited.
+"""
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+PROC = Path("/proc")
+TOKEN_VARIABLE = "KATA_RUN_TOKEN"
+
+
+def _pids() -> list[int]:
+    return [int(p.name) for p in PROC.iterdir() if p.name.isdigit()] if PROC.is_dir() else []
+
+
+def group_members(pgid: int) -> list[int]:
+    members = []
+    for pid in _pids():
+        try:
+            stat = (PROC / str(pid) / "stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[2]) == pgid:
+                members.append(pid)
+        except (OSError, ValueError, IndexError):
+            continue
+    return members
+
+
+def tagged(token: str) -> list[int]:
+    """Processes (other than this one) whose environment carries the run's token."""
+    needle = f"{TOKEN_VARIABLE}={token}".encode()
+    found = []
+    for pid in _pids():
+        try:
+            if pid != os.getpid() and needle in (PROC / str(pid) / "environ").read_bytes().split(b"\0"):
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def memory_mb(pids: list[int]) -> float:
+    """Memory held by ``pids`` together: proportional set size, so pages that forked DataLoader
+    workers share with their parent count once; resident size where the kernel has no PSS."""
+    total_kb = 0
+    for pid in pids:
+        try:
+            rollup = (PROC / str(pid) / "smaps_rollup").read_text()
+            total_kb += next(int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:"))
+        except (OSError, StopIteration, ValueError, IndexError):
+            try:
+                total_kb += int((PROC / str(pid) / "statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+            except (OSError, ValueError, IndexError):
+                continue
+    return total_kb / 1024
+
+
+def end(pgid: int, token: str | None = None) -> int:
+    """SIGKILL the process group and, with a token, every tagged process. Returns how many were alive."""
+    victims = set(group_members(pgid)) | set(tagged(token) if token else [])
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    for pid in victims:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return len(victims)

@@ -1,0 +1,2 @@
+import torch
+import torchvision_that_is_not_installed  # noqa: F401

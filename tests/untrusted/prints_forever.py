@@ -1,0 +1,4 @@
+import itertools
+
+for i in itertools.count():
+    print(f"still going {i}")

@@ -1,0 +1,7 @@
+import time
+
+import tiny
+
+tiny.train(epochs=1)
+print("sleeping", flush=True)
+time.sleep(600)

@@ -1,0 +1,3 @@
+import tiny
+
+tiny.train()
