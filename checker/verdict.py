@@ -56,7 +56,8 @@ def judge(run: Run, script: str, device: str, limits: Limits) -> Report:
     facts = run.record["facts"]
     if outcome["status"] == "exception":
         report.detail = outcome["traceback"]
-        hint = "; is it installed in this environment?" if outcome["error"].startswith(("ModuleNotFoundError", "ImportError")) else ""
+        missing = outcome["error"].startswith(("ModuleNotFoundError", "ImportError"))
+        hint = "; is it installed in this environment?" if missing else ""
         return _set(report, "script-failed", EXIT_SCRIPT_FAILED, f"the script raised {outcome['error']}{hint}")
     if outcome["status"] == "exit":
         return _set(report, "script-failed", EXIT_SCRIPT_FAILED, f"the script exited with status {outcome['code']}")

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from click.testing import CliRunner
-
 from conftest import FIXTURES, REFERENCES, ROOT
+
 from katas.cli import main
 
 

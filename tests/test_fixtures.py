@@ -7,7 +7,6 @@ probe they fail to fix (and anything else they break).
 from __future__ import annotations
 
 import pytest
-
 from conftest import FIXTURES, failed_probes
 
 SCRIPTS = sorted(p for p in FIXTURES.glob("*.py") if not p.name.startswith("kit"))

@@ -4,8 +4,8 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-
 from conftest import FIXTURES, REFERENCES, check_all, failed_probes
+
 from katas.bugs import BUGS
 from katas.engine.context import Context
 from katas.engine.inject import inject, sites

@@ -9,8 +9,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import REFERENCES, WORKERS, check_all, failed_probes
+
 from checker.findings import NOT_APPLICABLE, PASS
 from katas.cli import main
 from katas.interview.task import generate

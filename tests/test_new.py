@@ -5,11 +5,10 @@ import json
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from click.testing import CliRunner
-
 from conftest import REFERENCES, ROOT
+
 from katas.bugs import BUGS
 from katas.cli import main
 from katas.engine.inject import inject

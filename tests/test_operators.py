@@ -5,8 +5,8 @@ import difflib
 from pathlib import Path
 
 import pytest
-
 from conftest import REFERENCES
+
 from katas.bugs import BUGS, lookup
 from katas.catalogue import UnknownBug
 from katas.engine.context import Context

@@ -5,8 +5,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REFERENCES, failed_probes
+
 from checker.findings import NOT_APPLICABLE, PASS
 from checker.runner import Limits, run
 from checker.verdict import judge

@@ -12,7 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, WORKERS
 
 CORPUS = ROOT / "tests" / "untrusted"

@@ -4,8 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
+
 from checker.runner import Limits, child_env, run
 from checker.verdict import judge
 from checker.warm import WarmServer

@@ -9,7 +9,6 @@ from katas.engine.operator import Example, Operator, Site, rewrite
 from katas.engine.tree import find, is_self_attribute, names, single_name_target
 
 
-
 def submodule_calls(node: cst.CSTNode) -> list[cst.Call]:
     """Calls ``self.something(...)`` under ``node``."""
     return [c for c in find(node, cst.Call) if is_self_attribute(c.func)]
@@ -30,7 +29,8 @@ class DetachBranch(Operator):
             if forward is None:
                 continue
             calls = [c for c in submodule_calls(forward) if c.func.attr.value not in methods]
-            sites += [Site(f"detach:{ctx.where(c)}:{ctx.code(c)}", c) for c in calls if self.feeds_submodule(ctx, c, calls, forward)]
+            sites += [Site(f"detach:{ctx.where(c)}:{ctx.code(c)}", c)
+                      for c in calls if self.feeds_submodule(ctx, c, calls, forward)]
         return sites
 
     @staticmethod

@@ -18,7 +18,8 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, QualifiedNameProvider, ScopeProvider
 from libcst.metadata.base_provider import LazyValue
 
-from katas.engine.tree import is_self_attribute, method as method_of
+from katas.engine.tree import is_self_attribute
+from katas.engine.tree import method as method_of
 
 OPTIMIZER, SCHEDULER, MODEL, LOADER = "optimizer", "scheduler", "model", "loader"
 KEEPS_ROLE = {"to", "cuda", "cpu", "train", "float", "double", "half", "bfloat16"}

@@ -1,0 +1,1 @@
+"""The `kata` subcommands."""

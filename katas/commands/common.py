@@ -1,0 +1,83 @@
+"""What several commands share: errors, reference scripts, and running a script under observation."""
+from __future__ import annotations
+
+import difflib
+import sys
+from pathlib import Path
+
+import click
+
+REFERENCE_DIR = Path(__file__).resolve().parent.parent.parent / "reference"
+DEFAULT_REFERENCE = "classifier"  # the canonical loop; every bug but log0 applies to it
+
+class KataError(click.ClickException):
+    """A clear, one-line error for bad input; exit code 2, like click's own usage errors."""
+
+    exit_code = 2
+
+EXIT_CODES = """\b
+Exit codes:
+  0    every check passed
+  1    a symptom is present (or a check could not observe)
+  2    usage error (no such file, not a UTF-8 .py script, empty)
+  3    the script did not run as a training script (syntax error, exception,
+       crash, killed, out of memory, exited early, never trained)
+  4    timed out (--timeout), or no progress for --idle seconds
+  130  interrupted (Ctrl-C): the script and all it started were stopped"""
+
+
+def run_options(command):
+    """--device, --timeout, --idle and --memory: how a script is run under observation."""
+    for option in reversed([
+        click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+                     help="Where the script trains (passed to it as KATA_DEVICE)."),
+        click.option("--timeout", type=click.FloatRange(min=1), default=300, show_default=True, metavar="S",
+                     help="Stop the script after S seconds in all."),
+        click.option("--idle", type=click.FloatRange(min=1), default=30, show_default=True, metavar="S",
+                     help="Stop the script after S seconds without progress (no training step, no output)."),
+        click.option("--memory", type=click.FloatRange(min=64), metavar="MB",
+                     help="Stop the script when its processes hold more than MB of memory "
+                          "(default: 75% of RAM, at most 8192)."),
+    ]):
+        command = option(command)
+    return command
+
+
+def limits_of(timeout: float, idle: float, memory: float | None):
+    from checker.runner import Limits, default_memory_mb
+
+    return Limits(timeout, idle, memory or default_memory_mb())
+
+
+def observe(path: Path, device: str, limits):
+    """Check the file, then run it under observation; bad input becomes a clear error and exit code."""
+    from checker.preflight import Unusable, preflight
+    from checker.runner import run
+    from checker.verdict import judge
+
+    try:
+        preflight(path)
+    except Unusable as exc:
+        if exc.detail:
+            click.echo(exc.detail, err=True)
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    return judge(run(path, device, limits), str(path), device, limits)
+
+
+def references() -> dict[str, Path]:
+    """Reference scripts by name, the default first."""
+    paths = sorted(REFERENCE_DIR.glob("*.py"), key=lambda p: (p.stem != DEFAULT_REFERENCE, p.stem))
+    return {p.stem: p for p in paths}
+
+
+def pick_reference(name: str) -> Path:
+    known = references()
+    path = known.get(name.removesuffix(".py"))
+    if path is None:
+        close = difflib.get_close_matches(name, list(known), n=1)
+        guess = f" Did you mean `{close[0]}`?" if close else ""
+        raise KataError(f"unknown reference `{name}`.{guess} References: {', '.join(known)}")
+    return path
+
+
