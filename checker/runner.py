@@ -22,7 +22,7 @@ from checker.harness import HEARTBEAT
 from checker.output import OutputReader
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
-POLL = 0.1
+POLL = 0.05
 
 
 @dataclass(frozen=True)
@@ -121,10 +121,15 @@ def run(script: Path, device: str = "cpu", limits: Limits = Limits(), warm=None)
 
 
 def watch(child, channel: str, reader: OutputReader, limits: Limits, started: float) -> str:
-    """Wait for the child; end it early on a limit. Returns how it ended."""
+    """Wait for the child; end it early on a limit. Returns how it ended.
+
+    Once the record is written the run is over: what remains is the interpreter shutting down, which
+    the caller cuts short by ending the process group.
+    """
     heartbeat = os.path.join(channel, HEARTBEAT)
+    written = os.path.join(channel, record.RECORD)
     next_memory_check = 0.0
-    while not child.wait(POLL):
+    while not child.wait(POLL) and not os.path.exists(written):
         now = time.monotonic()
         if now - started > limits.timeout:
             return "timeout"

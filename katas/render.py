@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from rich import box
 from rich.console import Console
@@ -11,6 +12,7 @@ from rich.text import Text
 
 from checker.findings import ERROR, FAIL, NOT_APPLICABLE, PASS, Finding
 from checker.verdict import Report
+from katas.plots import evidence
 
 STYLES = {PASS: ("PASS", "green"), FAIL: ("FAIL", "bold red"), NOT_APPLICABLE: ("n/a", "dim"), ERROR: ("ERROR", "magenta")}
 
@@ -43,12 +45,28 @@ def findings_table(findings: list[Finding]) -> Table:
 INJECTED = {"fixed": "green", "still present": "bold red", "cannot tell": "yellow"}
 
 
-def show(report: Report, console: Console, command: str, injected: str | None = None) -> None:
+def evidence_table(findings: list[Finding]) -> Table | None:
+    rows = [(f.probe, *row) for f in findings for row in evidence(f.probe, f.series)]
+    if not rows:
+        return None
+    table = Table(show_edge=False, header_style="bold", pad_edge=False, box=None, title_justify="left",
+                  title="evidence", title_style="bold")
+    for column in ("check", "series", "plot", ""):
+        table.add_column(column, no_wrap=column != "")
+    for probe, label, plot, note in rows:
+        table.add_row(probe, label, plot, note)
+    return table
+
+
+def show(report: Report, console: Console, command: str, injected: str | None = None, verbose: bool = False) -> None:
     console.print(f"[bold]kata check[/] {escape(report.script)}  [dim]({report.device}, {report.seconds:.1f} s)[/]")
     if injected:
         console.print(f"injected bug: [{INJECTED[injected]}]{injected}[/]")
     if report.findings:
         console.print(findings_table(report.findings))
+        plots = evidence_table([f for f in report.findings if verbose or f.failed])
+        if plots is not None:
+            console.print(plots)
     if report.detail:
         console.print(Text(report.detail, style="red"))
     if report.verdict in ("script-failed", "timeout", "interrupted") and report.output.strip():
@@ -58,6 +76,10 @@ def show(report: Report, console: Console, command: str, injected: str | None = 
         console.print(f"[dim]output truncated, full log at {escape(report.log_path)}[/]")
     if report.verdict == "pass":
         console.print(f"[green]✓ {report.problem}[/]")
+        if injected:
+            kata = Path(report.script).stem
+            console.print(f"Kata solved. Compare with the correct script: [bold]kata solution {kata}[/]; "
+                          "see what is left: [bold]kata[/]")
     else:
         console.print(f"[red]✗ {escape(report.problem)}[/]")
         console.print(f"Edit the script, then run [bold]{escape(command)}[/] again.")

@@ -14,8 +14,10 @@ from katas.commands.common import EXIT_CODES, limits_of, observe, run_options
 @click.command(epilog=EXIT_CODES)
 @click.argument("path", type=click.Path(path_type=Path))
 @run_options
-@click.option("--json", "as_json", is_flag=True, help="Print only a versioned JSON report.")
-def check(path: Path, device: str, timeout: float, idle: float, memory: float | None, as_json: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print only a versioned JSON report (with every series).")
+@click.option("-v", "--verbose", is_flag=True, help="Plot the evidence of every probe, not only the failing ones.")
+def check(path: Path, device: str, timeout: float, idle: float, memory: float | None, as_json: bool,
+          verbose: bool) -> None:
     """Run a training script under observation and report the symptoms it shows.
 
     The script runs in a separate Python process, in a scratch folder, exactly
@@ -27,12 +29,8 @@ def check(path: Path, device: str, timeout: float, idle: float, memory: float | 
     gradient-flow, lr-schedule, non-finite, worker-rng, clip-order,
     and the health gate (the script must still train and learn).
     """
-    from katas.bugs import BUGS
-    from katas.workspace import read_metadata
-
     report = observe(path, device, limits_of(timeout, idle, memory))
-    info = read_metadata(path)
-    injected = BUGS[info.bug].status({f.probe: f.status for f in report.findings}) if info and info.bug in BUGS else None
+    injected = record_kata(path, report)
     if as_json:
         doc = report.to_json()
         if injected:
@@ -41,5 +39,18 @@ def check(path: Path, device: str, timeout: float, idle: float, memory: float | 
     else:
         from katas.render import make_console, show
 
-        show(report, make_console(), f"kata check {shlex.quote(str(path))}", injected)
+        show(report, make_console(), f"kata check {shlex.quote(str(path))}", injected, verbose)
     sys.exit(report.exit_code)
+
+
+def record_kata(path: Path, report) -> str | None:
+    """For a kata made by `kata new`: record the result, and say whether its bug is fixed."""
+    from katas.bugs import BUGS
+    from katas.state import record_check
+    from katas.workspace import read_metadata
+
+    info = read_metadata(path)
+    if info is None or info.bug not in BUGS:
+        return None
+    record_check(path, report.exit_code)
+    return BUGS[info.bug].status({f.probe: f.status for f in report.findings})

@@ -49,7 +49,7 @@ def limits_of(timeout: float, idle: float, memory: float | None):
     return Limits(timeout, idle, memory or default_memory_mb())
 
 
-def observe(path: Path, device: str, limits):
+def observe(path: Path, device: str, limits, warm=None):
     """Check the file, then run it under observation; bad input becomes a clear error and exit code."""
     from checker.preflight import Unusable, preflight
     from checker.runner import run
@@ -62,13 +62,23 @@ def observe(path: Path, device: str, limits):
             click.echo(exc.detail, err=True)
         click.echo(f"Error: {exc}", err=True)
         sys.exit(exc.exit_code)
-    return judge(run(path, device, limits), str(path), device, limits)
+    return judge(run(path, device, limits, warm=warm), str(path), device, limits)
 
 
 def references() -> dict[str, Path]:
     """Reference scripts by name, the default first."""
     paths = sorted(REFERENCE_DIR.glob("*.py"), key=lambda p: (p.stem != DEFAULT_REFERENCE, p.stem))
     return {p.stem: p for p in paths}
+
+
+def reference_source(info) -> str:
+    """The correct script a kata was made from: a bundled reference, or the user's own file."""
+    bundled = REFERENCE_DIR / f"{info.reference}.py"
+    path = bundled if bundled.is_file() else Path(info.reference)
+    try:
+        return path.read_text()
+    except OSError:
+        raise KataError(f"the kata was made from {path}, which cannot be read any more") from None
 
 
 def pick_reference(name: str) -> Path:

@@ -1,0 +1,219 @@
+"""The learner's loop: status, list, hint, explain, solution, reset."""
+from __future__ import annotations
+
+import difflib
+import json
+import shlex
+from pathlib import Path
+
+import click
+
+from katas.commands.common import KataError, reference_source
+from katas.state import PASSED, PENDING, Progress, load, updating
+from katas.workspace import KataInfo, numbers, read_metadata, replace_with_backup
+
+KATA_DIR = Path("broken")
+
+
+def complete_kata(ctx, param, incomplete: str):
+    """Shell completion: kata numbers in the default folder."""
+    return [f"{n:02d}" for n in numbers(KATA_DIR) if f"{n:02d}".startswith(incomplete)]
+
+
+def complete_bug(ctx, param, incomplete: str):
+    from katas.bugs import BUGS
+
+    return [bug_id for bug_id in BUGS if bug_id.startswith(incomplete)]
+
+
+KATA_ARGUMENT = click.argument("kata", metavar="KATA", shell_complete=complete_kata)
+
+
+def resolve(kata: str) -> tuple[Path, KataInfo]:
+    """``03`` (in broken/) or a path → the kata file and its metadata; a clear error otherwise."""
+    path = KATA_DIR / f"{int(kata):02d}.py" if kata.isdigit() else Path(kata)
+    if not path.is_file():
+        raise KataError(f"no kata {path}; `kata list` shows the katas you have")
+    info = read_metadata(path)
+    if info is None:
+        raise KataError(f"{path} was not made by `kata new` (no metadata in {path.parent / '.kata'})")
+    return path, info
+
+
+def next_command(katas: list[tuple[Path, Progress]]) -> str:
+    todo = [(path, p) for path, p in katas if p.status != PASSED]
+    if not katas:
+        return "No katas yet. Start with: kata new"
+    if not todo:
+        return "Every kata passes. Make a new one: kata new"
+    path, progress = todo[0]
+    stuck = f"   (stuck? kata hint {path.stem})" if progress.status != PENDING else ""
+    return f"Next: fix {path}, then run: kata check {shlex.quote(str(path))}{stuck}"
+
+
+def workspace() -> list[tuple[Path, Progress]]:
+    progress = load(KATA_DIR)
+    return [(KATA_DIR / f"{n:02d}.py", progress.get(f"{n:02d}", Progress())) for n in numbers(KATA_DIR)]
+
+
+def show_status() -> None:
+    """`kata` with no command: where you are and what to run next."""
+    from katas.render import make_console
+
+    console = make_console()
+    katas = workspace()
+    passed = sum(p.status == PASSED for _, p in katas)
+    if katas:
+        console.print(f"[bold]{KATA_DIR}/[/]: {len(katas)} katas, {passed} passed, {len(katas) - passed} to go")
+    console.print(next_command(katas))
+
+
+@click.command("list")
+@click.option("--pending", is_flag=True, help="Only katas that do not pass yet.")
+@click.option("--done", is_flag=True, help="Only katas that pass.")
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+def list_katas(pending: bool, done: bool, as_json: bool) -> None:
+    """List the katas in broken/ with their status and the hints used.
+
+    A kata's bug is named only once the kata passes.
+    """
+    from katas.bugs import BUGS
+
+    rows = []
+    for path, progress in workspace():
+        if (pending and progress.status == PASSED) or (done and progress.status != PASSED):
+            continue
+        info = read_metadata(path)
+        bug = BUGS[info.bug].title if info and progress.status == PASSED and info.bug in BUGS else None
+        rows.append({"kata": path.stem, "path": str(path), "status": progress.status, "hints": progress.hints,
+                     "bug": bug})
+    if as_json:
+        click.echo(json.dumps({"schema": "torch-katas/list/1", "katas": rows}, indent=2))
+        return
+    from rich.table import Table
+
+    from katas.render import make_console
+
+    table = Table(header_style="bold", box=None, pad_edge=False)
+    for column in ("kata", "status", "hints", "bug"):
+        table.add_column(column)
+    for row in rows:
+        style = "green" if row["status"] == PASSED else "red" if row["status"] != PENDING else ""
+        table.add_row(row["kata"], f"[{style}]{row['status']}[/]" if style else row["status"], f"{row['hints']}/3",
+                      row["bug"] or "?")
+    console = make_console()
+    console.print(table if rows else "No katas here.")
+    console.print(next_command(workspace()))
+
+
+@click.command()
+@KATA_ARGUMENT
+@click.option("--all", "show_all", is_flag=True, help="All three hints (once the kata passes).")
+def hint(kata: str, show_all: bool) -> None:
+    """Reveal the next of the kata's three graded hints (KATA: 03, or a path)."""
+    from katas.bugs import BUGS
+
+    path, info = resolve(kata)
+    hints = BUGS[info.bug].hints
+    with updating(path.parent) as progress:
+        entry = progress.setdefault(path.stem, Progress())
+        if show_all and entry.status != PASSED:
+            raise KataError(f"--all opens once the kata passes; `kata hint {path.stem}` shows the next hint")
+        shown = len(hints) if show_all else min(entry.hints + 1, len(hints))
+        fresh = shown > entry.hints
+        entry.hints = max(entry.hints, shown)
+    for n in range(1 if show_all else shown, shown + 1):
+        click.echo(f"Hint {n} of {len(hints)}: {hints[n - 1]}")
+    if not fresh and not show_all:
+        click.echo(f"That was the last hint. Still stuck? kata solution {path.stem} --reveal")
+
+
+@click.command()
+@click.argument("bug_id", metavar="BUG", shell_complete=complete_bug)
+def explain(bug_id: str) -> None:
+    """The catalogue page for a bug: what you observe, why it happens, how to fix it, an example."""
+    from rich.markdown import Markdown
+
+    from katas.bugs import lookup
+    from katas.catalogue import UnknownBug
+    from katas.render import make_console
+
+    try:
+        bug = lookup(bug_id)
+    except UnknownBug as exc:
+        raise KataError(str(exc)) from None
+    example = bug.operator.examples()[0]
+    diff = "\n".join(difflib.unified_diff(example.after.splitlines(), example.before.splitlines(), "broken", "fixed",
+                                          lineterm=""))
+    questions = "\n".join(f"- {q}" for q in bug.follow_up)
+    page = f"""# {bug.title} (`{bug.id}`, {bug.difficulty})
+
+## What you observe
+{bug.observe}
+
+## Why it happens
+{bug.why}
+
+## How to fix it
+{bug.fix}
+
+## Example
+```diff
+{diff}
+```
+
+## Questions an interviewer asks next
+{questions}
+
+`kata check` shows it as: {", ".join(f"`{p}`" for p in bug.probes)}. Practise it: `kata new --bug {bug.id}`.
+"""
+    make_console().print(Markdown(page))
+
+
+@click.command()
+@KATA_ARGUMENT
+@click.option("--reveal", is_flag=True, help="Show it before the kata passes (asks first).")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def solution(kata: str, reveal: bool, yes: bool) -> None:
+    """Show what separates your file from the correct script, as a diff.
+
+    Shown freely once the kata passes; before that, only with --reveal.
+    """
+    from rich.syntax import Syntax
+
+    from katas.render import make_console
+
+    path, info = resolve(kata)
+    entry = load(path.parent).get(path.stem, Progress())
+    if entry.status != PASSED:
+        if not reveal:
+            raise KataError(f"the solution opens once {path} passes `kata check`; "
+                            f"to see it now: kata solution {path.stem} --reveal")
+        if not yes and not click.confirm(f"Reveal the solution of {path} before it passes?", default=False):
+            raise click.Abort()
+        with updating(path.parent) as progress:
+            progress.setdefault(path.stem, Progress()).revealed = True
+    diff = "\n".join(difflib.unified_diff(path.read_text().splitlines(), reference_source(info).splitlines(),
+                                          str(path), f"{info.reference} (correct)", lineterm=""))
+    make_console().print(Syntax(diff or "(no difference: your file is the correct script)", "diff"))
+
+
+@click.command()
+@KATA_ARGUMENT
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def reset(kata: str, yes: bool) -> None:
+    """Restore a kata to how `kata new` wrote it; your version is kept as a backup."""
+    from katas.bugs import BUGS
+    from katas.engine.inject import inject
+
+    path, info = resolve(kata)
+    original = inject(BUGS[info.bug], reference_source(info), info.seed).source
+    if path.read_text() == original:
+        click.echo(f"{path} is already as it was written; nothing to reset.")
+        return
+    if not yes and not click.confirm(f"Reset {path}? Your version is kept as a backup.", default=False):
+        raise click.Abort()
+    backup = replace_with_backup(path, original)
+    with updating(path.parent) as progress:
+        progress.setdefault(path.stem, Progress()).status = PENDING
+    click.echo(f"Reset {path}; your version is in {backup}.")
