@@ -41,7 +41,8 @@ def resolve(kata: str) -> tuple[Path, KataInfo]:
 
 
 def next_command(katas: list[tuple[Path, Progress]]) -> str:
-    todo = [(path, p) for path, p in katas if p.status != PASSED]
+    """The command to run next: the kata in progress (failing) first, then the first one not started."""
+    todo = sorted(((path, p) for path, p in katas if p.status != PASSED), key=lambda k: k[1].status == PENDING)
     if not katas:
         return "No katas yet. Start with: kata new"
     if not todo:

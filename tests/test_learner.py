@@ -1,0 +1,171 @@
+"""The learner's loop, through click's runner (not a terminal, so the plain rendering is asserted)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+from conftest import REFERENCES
+
+from katas.bugs import BUGS
+from katas.cli import main
+from katas.commands.learner import complete_bug, complete_kata
+from katas.state import state_path
+
+
+def kata(*args: str, input: str | None = None):
+    return CliRunner().invoke(main, list(args), input=input, env={"NO_COLOR": "1"})
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch):
+    """A fresh folder with two katas: 01 (eval-mode) and 02 (leak), both on the classifier."""
+    monkeypatch.chdir(tmp_path)
+    for bug in ("eval-mode", "leak"):
+        assert kata("new", "--bug", bug, "--seed", "1").exit_code == 0
+    return tmp_path
+
+
+def plain(result) -> str:
+    assert "\x1b[" not in result.output
+    return " ".join(result.output.split())
+
+
+def test_status_with_no_katas_says_how_to_start(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = kata()
+    assert result.exit_code == 0 and "No katas yet. Start with: kata new" in plain(result)
+
+
+def test_status_and_list_show_progress_and_the_next_command(workspace):
+    assert "broken/: 2 katas, 0 passed, 2 to go" in plain(kata())
+    assert "Next: fix broken/01.py, then run: kata check broken/01.py" in plain(kata())
+    (workspace / "broken" / "01.py").write_text((REFERENCES / "classifier.py").read_text())
+    checked = kata("check", "broken/01.py")
+    assert checked.exit_code == 0 and "injected bug: fixed" in plain(checked)
+    assert "Kata solved" in plain(checked)
+    doc = json.loads(kata("list", "--json").output)
+    assert [(k["kata"], k["status"], k["bug"]) for k in doc["katas"]] == [
+        ("01", "passed", BUGS["eval-mode"].title), ("02", "to do", None)]
+    assert [k["kata"] for k in json.loads(kata("list", "--json", "--pending").output)["katas"]] == ["02"]
+    assert [k["kata"] for k in json.loads(kata("list", "--json", "--done").output)["katas"]] == ["01"]
+    table = plain(kata("list"))
+    assert "01 passed 0/3 Validation in training mode" in table and "02 to do 0/3 ?" in table
+    assert "Next: fix broken/02.py" in table
+
+
+def test_a_failing_check_is_recorded_and_suggests_a_hint(workspace):
+    assert kata("check", "broken/02.py").exit_code == 1
+    assert "(stuck? kata hint 02)" in plain(kata())
+    state = json.loads(state_path(workspace / "broken").read_text())
+    assert state["version"] == 1 and state["katas"]["02"]["status"] == "failing"
+
+
+def test_hints_come_one_at_a_time_and_all_only_after_passing(workspace):
+    hints = BUGS["leak"].hints
+    for n in range(3):
+        assert f"Hint {n + 1} of 3: {hints[n]}" in plain(kata("hint", "02"))
+    last = plain(kata("hint", "02"))
+    assert "Hint 3 of 3" in last and "That was the last hint. Still stuck? kata solution 02 --reveal" in last
+    refused = kata("hint", "02", "--all")
+    assert refused.exit_code == 2 and "--all opens once the kata passes" in refused.output
+    (workspace / "broken" / "02.py").write_text((REFERENCES / "classifier.py").read_text())
+    assert kata("check", "broken/02.py").exit_code == 0
+    every = plain(kata("hint", "02", "--all"))
+    assert all(h in every for h in hints)
+    assert json.loads(kata("list", "--json").output)["katas"][1]["hints"] == 3
+
+
+def test_explain_renders_the_catalogue_page_and_suggests_on_typos():
+    page = plain(kata("explain", "leak"))
+    bug = BUGS["leak"]
+    for part in ("What you observe", bug.observe, "Why it happens", "How to fix it", "Example", "- running += loss",
+                 "+ running += float(loss)", bug.follow_up[0], "kata new --bug leak"):
+        assert part in page
+    typo = kata("explain", "leek")
+    assert typo.exit_code == 2 and "Did you mean `leak`?" in typo.output
+
+
+def test_solution_is_locked_until_the_kata_passes_or_is_revealed(workspace):
+    locked = kata("solution", "01")
+    assert locked.exit_code == 2 and "kata solution 01 --reveal" in locked.output
+    declined = kata("solution", "01", "--reveal", input="n\n")
+    assert declined.exit_code == 1 and "model.eval()" not in declined.output
+    shown = kata("solution", "01", "--reveal", input="y\n")
+    assert shown.exit_code == 0 and "+    model.eval()" in shown.output
+    assert json.loads(state_path(workspace / "broken").read_text())["katas"]["01"]["revealed"] is True
+
+
+def test_reset_restores_the_kata_and_keeps_the_learners_version(workspace):
+    kata_file = workspace / "broken" / "01.py"
+    original = kata_file.read_text()
+    kata_file.write_text(original + "# my attempt\n")
+    assert kata("reset", "01", input="n\n").exit_code == 1
+    assert kata_file.read_text().endswith("# my attempt\n")
+    done = kata("reset", "01", "--yes")
+    assert done.exit_code == 0 and kata_file.read_text() == original
+    backups = list((workspace / "broken" / ".kata" / "backup").glob("01.*.py"))
+    assert [b.read_text() for b in backups] == [original + "# my attempt\n"]
+    assert "nothing to reset" in plain(kata("reset", "01", "--yes"))
+
+
+def test_bad_kata_arguments_are_clear_errors(workspace):
+    missing = kata("hint", "07")
+    assert missing.exit_code == 2 and "no kata broken/07.py" in missing.output
+    (workspace / "mine.py").write_text("print(1)\n")
+    foreign = kata("solution", "mine.py")
+    assert foreign.exit_code == 2 and "was not made by `kata new`" in foreign.output
+
+
+def test_completion_offers_kata_numbers_and_bug_ids(workspace):
+    assert complete_kata(None, None, "0") == ["01", "02"]
+    assert complete_bug(None, None, "tr") == ["train-mode"]
+
+
+def test_watch_rechecks_on_every_save_and_stops_on_ctrl_c(workspace):
+    script = workspace / "broken" / "02.py"
+    watch = subprocess.Popen([sys.executable, "-m", "katas", "watch", "02"], cwd=workspace, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "NO_COLOR": "1"})
+    lines: list[str] = []
+
+    def until(words: str) -> None:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            lines.append(watch.stdout.readline())
+            if words in lines[-1]:
+                return
+        raise AssertionError("".join(lines[-20:]))
+
+    until("watching for changes")
+    assert any("graphs-retained" in line and "FAIL" in line for line in lines)
+    script.write_text((REFERENCES / "classifier.py").read_text())
+    until("watching for changes")
+    assert any("injected bug: fixed" in line for line in lines)
+    watch.send_signal(signal.SIGINT)
+    rest, _ = watch.communicate(timeout=30)
+    assert watch.returncode == 0 and "Stopped watching." in rest
+    assert not any("\x1b[" in line for line in lines)
+    assert json.loads(state_path(workspace / "broken").read_text())["katas"]["02"]["status"] == "passed"
+
+
+def test_watch_can_poll(workspace):
+    watch = subprocess.Popen([sys.executable, "-m", "katas", "watch", "01", "--poll"], cwd=workspace, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and "watching for changes" not in watch.stdout.readline():
+        pass
+    (workspace / "broken" / "01.py").write_text("this is ( not python\n")
+    while time.monotonic() < deadline:
+        line = watch.stdout.readline()
+        if "syntax error" in line:
+            break
+    else:
+        raise AssertionError("no re-check after the save")
+    watch.send_signal(signal.SIGINT)
+    watch.communicate(timeout=30)
+    assert watch.returncode == 0
