@@ -43,12 +43,7 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, seed: int
     from katas.catalogue import UnknownBug
     from katas.engine.context import Context
     from katas.engine.inject import ENGINE_VERSION, inject, sites
-    from katas.workspace import (
-        KataInfo,
-        create_numbered,
-        replace_with_backup,
-        write_metadata,
-    )
+    from katas.workspace import KataInfo, create_numbered, replace_with_backup, write_metadata
 
     if ref and source_path:
         raise KataError("use either --ref or --from, not both")
@@ -64,7 +59,6 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, seed: int
     else:
         paths = [pick_reference(ref)] if ref else list(references().values())
         candidates = [(p, p.stem) for p in paths]
-    origin = str(source_path) if source_path else None
 
     options = []  # every (bug, script) pairing that has a site, in a fixed order
     for path, label in candidates:
@@ -92,7 +86,7 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, seed: int
     from katas.render import make_console
 
     console = make_console()
-    origin = origin or f"the {label} reference"
+    origin = str(source_path) if source_path else f"the {label} reference"
     console.print(f"Wrote [bold]{target}[/] from {origin} (seed {seed})" + (f", bug [bold]{bug.id}[/]" if bug_id else ""))
     if backup:
         console.print(f"The previous {target.name} is saved as {backup}.")
@@ -102,6 +96,9 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, seed: int
     console.print(Padding(bug.observe, (0, 0, 1, 2), expand=False))
     console.print(f"Find the cause and fix it in {target}, then check your fix:")
     console.print(Padding(f"[bold]kata check {shlex.quote(str(target))}[/]", (0, 0, 0, 2), expand=False))
+    if target.parent == Path("broken"):
+        console.print(f"(or re-check on every save: [bold]kata watch {target.stem}[/]; "
+                      f"stuck? [bold]kata hint {target.stem}[/])")
 
 
 @click.command()
