@@ -85,6 +85,21 @@ def total_norm(tensors: list[torch.Tensor], norm_type: float = 2.0) -> float:
     return float(torch.linalg.vector_norm(norms, norm_type))
 
 
+class Sentinel:
+    """A weak-referenceable token that dies exactly when the graph node holding it dies."""
+
+
+def watch_graph(tensor: torch.Tensor, on_death: Callable[[], None]) -> bool:
+    """Call ``on_death`` when the autograd node that produced ``tensor`` is freed."""
+    node = tensor.grad_fn
+    if node is None:
+        return False
+    sentinel = Sentinel()
+    node.metadata.setdefault("kata_sentinels", []).append(sentinel)
+    weakref.finalize(sentinel, on_death)
+    return True
+
+
 @dataclass
 class Session:
     channel_dir: str
@@ -135,8 +150,9 @@ class Session:
         finally:
             self._quiet = False
 
-    total_norm = staticmethod(lambda tensors, norm_type=2.0: total_norm(tensors, norm_type))
-    watch_graph = staticmethod(lambda tensor, on_death: watch_graph(tensor, on_death))
+    # probes reach these through the session, so that their modules need not import torch
+    total_norm = staticmethod(total_norm)
+    watch_graph = staticmethod(watch_graph)
 
     # -- phase --------------------------------------------------------------
     def training_loaders(self) -> set[int]:
@@ -444,18 +460,3 @@ def find_labels(batch: Any) -> torch.Tensor | None:
             if not item.dtype.is_floating_point or bool(torch.all(item == item.round())):
                 return item.reshape(-1)
     return None
-
-
-class Sentinel:
-    """A weak-referenceable token that dies exactly when the graph node holding it dies."""
-
-
-def watch_graph(tensor: torch.Tensor, on_death: Callable[[], None]) -> bool:
-    """Call ``on_death`` when the autograd node that produced ``tensor`` is freed."""
-    node = tensor.grad_fn
-    if node is None:
-        return False
-    sentinel = Sentinel()
-    node.metadata.setdefault("kata_sentinels", []).append(sentinel)
-    weakref.finalize(sentinel, on_death)
-    return True

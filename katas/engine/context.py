@@ -156,8 +156,8 @@ class Context:
             scope = self._scopes.get(expr)
             if scope is None:
                 return None
-            assignments = sorted(scope[expr.value], key=lambda a: str(type(a.scope)))
-            return (id(assignments[0].scope), expr.value) if assignments else None
+            assignment = next(iter(scope[expr.value]), None)  # all of a name's assignments share one scope
+            return (id(assignment.scope), expr.value) if assignment else None
         if is_self_attribute(expr):
             owner = self.enclosing(expr, cst.ClassDef)
             return ("self", owner.name.value if owner else None, expr.attr.value)
