@@ -20,16 +20,24 @@ def _pids() -> list[int]:
     return [int(p.name) for p in PROC.iterdir() if p.name.isdigit()] if PROC.is_dir() else []
 
 
-def group_members(pgid: int) -> list[int]:
-    members = []
+def _with_stat_field(index: int, value: int) -> list[int]:
+    """Processes whose /proc/PID/stat field ``index`` (counted after the command name) equals ``value``."""
+    found = []
     for pid in _pids():
         try:
-            stat = (PROC / str(pid) / "stat").read_text()
-            if int(stat.rsplit(")", 1)[1].split()[2]) == pgid:
-                members.append(pid)
+            if int((PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[index]) == value:
+                found.append(pid)
         except (OSError, ValueError, IndexError):
             continue
-    return members
+    return found
+
+
+def group_members(pgid: int) -> list[int]:
+    return _with_stat_field(2, pgid)
+
+
+def children(pid: int) -> list[int]:
+    return _with_stat_field(1, pid)
 
 
 def tagged(token: str) -> list[int]:

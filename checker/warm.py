@@ -23,7 +23,7 @@ import subprocess
 import sys
 
 from checker import harness
-from checker.processes import PROC
+from checker.processes import children
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -91,18 +91,11 @@ def run_child(request: dict) -> int:
 
 def end_orphans() -> None:
     """Kill and reap whatever a finished check left behind (it was reparented to this subreaper)."""
-    me, killed = os.getpid(), []
-    for entry in PROC.iterdir() if PROC.is_dir() else []:
+    for pid in children(os.getpid()):
         try:
-            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == me:
-                os.kill(int(entry.name), signal.SIGKILL)
-                killed.append(int(entry.name))
-        except (OSError, ValueError, IndexError):
-            continue
-    for pid in killed:
-        try:
+            os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-        except ChildProcessError:
+        except (ProcessLookupError, ChildProcessError):
             pass
 
 

@@ -29,9 +29,14 @@ def complete_bug(ctx, param, incomplete: str):
 KATA_ARGUMENT = click.argument("kata", metavar="KATA", shell_complete=complete_kata)
 
 
+def kata_path(kata: str) -> Path:
+    """``03`` means broken/03.py; anything else is a path."""
+    return KATA_DIR / f"{int(kata):02d}.py" if kata.isdigit() else Path(kata)
+
+
 def resolve(kata: str) -> tuple[Path, KataInfo]:
-    """``03`` (in broken/) or a path → the kata file and its metadata; a clear error otherwise."""
-    path = KATA_DIR / f"{int(kata):02d}.py" if kata.isdigit() else Path(kata)
+    """A kata file and its metadata; a clear error otherwise."""
+    path = kata_path(kata)
     if not path.is_file():
         raise KataError(f"no kata {path}; `kata list` shows the katas you have")
     info = read_metadata(path)

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from katas.commands.common import KataError, limits_of, run_options
-from katas.commands.learner import KATA_ARGUMENT, KATA_DIR
+from katas.commands.learner import KATA_ARGUMENT, kata_path
 
 READY = "watching for changes (Ctrl-C to stop)"
 
@@ -62,7 +62,7 @@ def watch(kata: str, poll: bool, device: str, timeout: float, idle: float, memor
     from katas.render import make_console, show
 
     sys.stdout.reconfigure(line_buffering=True)  # each report appears when written, in a pipe too
-    path = KATA_DIR / f"{int(kata):02d}.py" if kata.isdigit() else Path(kata)
+    path = kata_path(kata)
     if not path.is_file():
         raise KataError(f"no such script: {path}")
     limits, console = limits_of(timeout, idle, memory), make_console()
