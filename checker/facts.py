@@ -1,28 +1,70 @@
-"""Questions about the run's shape, answered from the session's summary (no torch needed)."""
+"""What the whole run did, as one typed record shared by the session (which writes it) and the judges.
+
+No torch here: the ``kata`` process reads this record without importing it.
+"""
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass, field
 
 
-def training_passes(facts: dict) -> list[dict]:
-    return [p for p in facts["passes"] if p["role"] == "train"]
+@dataclass
+class PassFacts:
+    loader: int
+    role: str  # "train": the loader's batches fed forwards a backward pass reached; "eval" otherwise
+    batches: int
+    updates: int
 
 
-def evaluation_passes(facts: dict) -> list[dict]:
-    return [p for p in facts["passes"] if p["role"] == "eval"]
+@dataclass
+class RunFacts:
+    passes: list[PassFacts] = field(default_factory=list)
+    dataloaders: int = 0
+    updates: int = 0  # optimizer steps and manual updates
+    manual_updates: int = 0
+    scaler_skips: int = 0  # GradScaler steps skipped for non-finite gradients (they count as updates due)
+    backwards: int = 0
+    backwards_before_first_update: int | None = None
+    losses: list[float | None] = field(default_factory=list)  # per backward; None: NaN or infinite
+    optimizers: int = 0
+    adversarial: bool = False  # two or more optimizers take turns on disjoint parameter sets
+    trained_params: int = 0
+    params_finite: bool = True
+    train_forwards: int = 0
+    eval_forwards: int = 0
+    observer_errors: dict[str, str] = field(default_factory=dict)
+    tampered: list[str] = field(default_factory=list)
 
+    def to_json(self) -> dict:
+        return asdict(self)
 
-def accumulation(facts: dict) -> int:
-    """Backward passes per optimizer step, read off the first step (1 without accumulation)."""
-    return max(1, facts.get("backwards_before_first_step") or 1)
+    @classmethod
+    def from_json(cls, data: dict) -> "RunFacts":
+        data = dict(data)
+        data["passes"] = [PassFacts(**p) for p in data.get("passes", [])]
+        return cls(**data)
 
+    @property
+    def training_passes(self) -> list[PassFacts]:
+        return [p for p in self.passes if p.role == "train"]
 
-def skipped_updates(facts: dict) -> tuple[int, int]:
-    """(training batches that ended without the optimizer step they were due, training batches)."""
-    k = accumulation(facts)
-    passes = training_passes(facts)
-    skipped = sum(max(0, p["batches"] // k - p["steps"]) * k for p in passes)
-    return skipped, sum(p["batches"] for p in passes)
+    @property
+    def accumulation(self) -> int:
+        """Backward passes per update, read off the first update (1 without accumulation)."""
+        return max(1, self.backwards_before_first_update or 1)
+
+    def skipped_updates(self) -> tuple[int, int]:
+        """(training batches that ended without the update they were due, training batches).
+
+        With DataLoaders a batch is what a training loader yielded; without them, a backward pass. A
+        last, unfinished accumulation of k batches is allowed.
+        """
+        k = self.accumulation
+        passes = self.training_passes
+        if passes:
+            return sum(max(0, p.batches // k - p.updates) * k for p in passes), sum(p.batches for p in passes)
+        due = self.backwards // k
+        return max(0, due - 1 - self.updates - self.scaler_skips) * k, self.backwards
 
 
 def finite(values: list) -> list[float]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 PASS, FAIL, NOT_APPLICABLE, ERROR = "pass", "fail", "n/a", "error"
+CANNOT_TELL = "cannot-tell"  # the probe applies, but what the run showed does not decide either way
 
 
 @dataclass

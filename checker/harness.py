@@ -7,6 +7,7 @@ reads the script's own output for the verdict.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import runpy
 import sys
@@ -60,18 +61,24 @@ def check(script: str, device: str, channel_dir: str, key: str) -> None:
         record.write(channel_dir, {"schema": record.SCHEMA, "complete": True, "outcome": {"status": "no-cuda"}}, key)
         return
 
+    from checker.instrument import Instrumentation
     from checker.probes import PROBES
     from checker.session import Session
 
     session = Session(channel_dir, heartbeat=os.path.join(channel_dir, HEARTBEAT))
     observers = {probe.ID: probe.Observer(session) for probe in PROBES}
-    session.install()
+    instrumentation = Instrumentation(session)
+    instrumentation.install()
     outcome = run_script(script, device)
+    try:
+        session.finish()
+    except Exception as exc:  # the run's last manual update could not be read: said, never hidden
+        session.errors["session"] = f"{type(exc).__name__}: {exc}"
 
     observations = {}
     for probe_id, observer in observers.items():
         try:
-            observations[probe_id] = observer.summary()
+            observations[probe_id] = dataclasses.asdict(observer.summary())
         except Exception as exc:  # reported as that probe's error, never as a pass
             session.errors[probe_id] = f"{type(exc).__name__}: {exc}"
     record.write(channel_dir, {
@@ -80,7 +87,7 @@ def check(script: str, device: str, channel_dir: str, key: str) -> None:
         "device": device,
         "torch": torch.__version__,
         "outcome": outcome,
-        "facts": session.summary(),
+        "facts": session.summary(instrumentation.tampering()).to_json(),
         "observations": observations,
     }, key)
 

@@ -15,7 +15,7 @@ import json
 import os
 
 RECORD = "record.json"
-SCHEMA = 1
+SCHEMA = 2
 
 
 def sign(record: dict, key: str) -> str:

@@ -4,11 +4,12 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass, field
 
+from checker.facts import RunFacts
 from checker.findings import ERROR, Finding
 from checker.probes import PROBES
 from checker.runner import Limits, Run
 
-SCHEMA = "torch-katas/check/1"
+SCHEMA = "torch-katas/check/2"
 EXIT_PASS, EXIT_SYMPTOM, EXIT_USAGE, EXIT_SCRIPT_FAILED, EXIT_TIMEOUT = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130
 
@@ -53,7 +54,6 @@ def judge(run: Run, script: str, device: str, limits: Limits) -> Report:
     outcome = run.record["outcome"]
     if outcome["status"] == "no-cuda":
         return _set(report, "usage", EXIT_USAGE, "--device cuda was asked for, but CUDA is not available here")
-    facts = run.record["facts"]
     if outcome["status"] == "exception":
         report.detail = outcome["traceback"]
         missing = outcome["error"].startswith(("ModuleNotFoundError", "ImportError"))
@@ -61,17 +61,19 @@ def judge(run: Run, script: str, device: str, limits: Limits) -> Report:
         return _set(report, "script-failed", EXIT_SCRIPT_FAILED, f"the script raised {outcome['error']}{hint}")
     if outcome["status"] == "exit":
         return _set(report, "script-failed", EXIT_SCRIPT_FAILED, f"the script exited with status {outcome['code']}")
-    if not facts["backwards"] and not facts["steps"]:
+    facts = RunFacts.from_json(run.record["facts"])
+    if not facts.backwards and not facts.updates:
         why = ("the script exited (sys.exit) before any training was observed" if outcome.get("exit_called") else
-               "no training was observed: the script never called backward() or an optimizer step")
+               "no training was observed: the script never called backward() or updated a parameter")
         return _set(report, "script-failed", EXIT_SCRIPT_FAILED, why)
-    errors = facts["observer_errors"]
+    errors = facts.observer_errors
     for probe in PROBES:
-        if probe.ID in errors or probe.ID not in run.record["observations"]:
+        trouble = errors.get(probe.ID) or errors.get("session")
+        if trouble or probe.ID not in run.record["observations"]:
             report.findings.append(Finding(probe.ID, probe.TITLE, ERROR,
-                                           message=f"the checker could not observe this: {errors.get(probe.ID)}"))
+                                           message=f"the checker could not observe this: {trouble}"))
         else:
-            report.findings.append(probe.judge(run.record["observations"][probe.ID], facts))
+            report.findings.append(probe.judge(probe.Observation(**run.record["observations"][probe.ID]), facts))
     failed = [f for f in report.findings if f.failed]
     if failed:
         return _set(report, "fail", EXIT_SYMPTOM, f"{len(failed)} of {len(report.findings)} checks found a symptom")

@@ -11,7 +11,9 @@ dataset's own generator is simply followed from batch to batch.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -25,9 +27,10 @@ import torch
 from torch.utils.data import get_worker_info
 
 REPORTS = "worker-rng.jsonl"
-MAX_DEPTH = 3
-MAX_CONTAINER = 16
-OPAQUE = (type, types.FunctionType, types.MethodType, types.ModuleType, torch.Tensor, torch.nn.Module)
+MAX_DEPTH = 10
+MAX_OBJECTS = 4000
+MAX_CONTAINER = 64
+OPAQUE = (type, types.ModuleType, torch.Tensor, str, bytes, int, float, bool, type(None))
 
 
 def fingerprint(generator: Any) -> str:
@@ -50,29 +53,48 @@ def is_generator(obj: Any) -> bool:
     return kind.__module__.startswith("numpy.random") and kind.__name__ in ("Generator", "RandomState")
 
 
+def members(obj: Any) -> list[tuple[str, Any]]:
+    """What an object holds, by the path suffix that reaches it: attributes, items, closure cells."""
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [(f"[{i}]", item) for i, item in enumerate(list(obj)[:MAX_CONTAINER])]
+    if isinstance(obj, dict):
+        return [(f"[{key!r}]", item) for key, item in list(obj.items())[:MAX_CONTAINER]]
+    if isinstance(obj, types.FunctionType):
+        cells = zip(obj.__code__.co_freevars, obj.__closure__ or ())
+        return [(f"<{name}>", cell.cell_contents) for name, cell in cells if cell_filled(cell)]
+    if isinstance(obj, types.MethodType):
+        return [(".__self__", obj.__self__), (".__func__", obj.__func__)]
+    if isinstance(obj, functools.partial):
+        return [(".func", obj.func), (".args", obj.args), (".keywords", obj.keywords)]
+    found = [(f".{name}", item) for name, item in vars(obj).items()] if hasattr(obj, "__dict__") else []
+    for name in getattr(type(obj), "__slots__", ()):
+        if isinstance(name, str) and hasattr(obj, name):
+            found.append((f".{name}", getattr(obj, name)))
+    return found
+
+
+def cell_filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
 def dataset_generators(dataset: Any) -> dict[str, Any]:
-    """Generators reachable from the dataset's attributes, by attribute path."""
+    """Generators the dataset can reach (attributes, containers, transforms, closures), by path."""
     found: dict[str, Any] = {}
     seen: set[int] = set()
-
-    def walk(obj: Any, path: str, depth: int) -> None:
-        if id(obj) in seen or depth > MAX_DEPTH:
-            return
+    queue = collections.deque([(dataset, "dataset", 0)])
+    while queue and len(seen) < MAX_OBJECTS:  # breadth first: the shortest path names a generator
+        obj, path, depth = queue.popleft()
+        if id(obj) in seen or isinstance(obj, OPAQUE):
+            continue
         seen.add(id(obj))
         if is_generator(obj):
             found[path] = obj
-            return
-        if isinstance(obj, (list, tuple)) and len(obj) <= MAX_CONTAINER:
-            for i, item in enumerate(obj):
-                walk(item, f"{path}[{i}]", depth + 1)
-        elif isinstance(obj, dict) and len(obj) <= MAX_CONTAINER:
-            for key, item in obj.items():
-                walk(item, f"{path}[{key!r}]", depth + 1)
-        elif hasattr(obj, "__dict__") and not isinstance(obj, OPAQUE):
-            for name, item in vars(obj).items():
-                walk(item, f"{path}.{name}", depth + 1)
-
-    walk(dataset, "dataset", 0)
+        elif depth < MAX_DEPTH:
+            queue += [(item, path + suffix, depth + 1) for suffix, item in members(obj)]
     return found
 
 

@@ -10,11 +10,12 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from checker.findings import ERROR, FAIL, NOT_APPLICABLE, PASS, Finding
+from checker.findings import CANNOT_TELL, ERROR, FAIL, NOT_APPLICABLE, PASS, Finding
 from checker.verdict import Report
 from katas.plots import evidence
 
-STYLES = {PASS: ("PASS", "green"), FAIL: ("FAIL", "bold red"), NOT_APPLICABLE: ("n/a", "dim"), ERROR: ("ERROR", "magenta")}
+STYLES = {PASS: ("PASS", "green"), FAIL: ("FAIL", "bold red"), NOT_APPLICABLE: ("n/a", "dim"), ERROR: ("ERROR", "magenta"),
+          CANNOT_TELL: ("cannot tell", "yellow")}
 
 
 def make_console() -> Console:

@@ -34,7 +34,7 @@ def test_json_report_is_versioned_and_complete():
     result = kata("check", "--json", str(FIXTURES / "grads_accumulate__broken.py"))
     assert result.exit_code == 1
     doc = json.loads(result.output)
-    assert doc["schema"] == "torch-katas/check/1"
+    assert doc["schema"] == "torch-katas/check/2"
     assert doc["verdict"] == "fail" and doc["exit_code"] == 1
     probes = {p["probe"]: p for p in doc["probes"]}
     assert probes["grads-accumulate"]["status"] == "fail"

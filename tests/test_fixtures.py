@@ -2,20 +2,31 @@
 
 A fixture's first line reads ``# expect: probe-a probe-b`` (empty: all pass). Broken
 variants name their probe, alternative correct fixes name none, masks name the
-probe they fail to fix (and anything else they break).
+probe they fail to fix (and anything else they break). ``probe?`` means that probe
+must say it cannot tell (which is not a pass: a kata is not solved by it).
 """
 from __future__ import annotations
 
 import pytest
 from conftest import FIXTURES, failed_probes
 
+from checker.findings import CANNOT_TELL
+
 SCRIPTS = sorted(p for p in FIXTURES.glob("*.py") if not p.name.startswith("kit"))
 
 
-def expected(path) -> set[str]:
+def expectations(path) -> list[str]:
     first = path.read_text().splitlines()[0]
     assert first.startswith("# expect:"), f"{path.name} must start with '# expect:'"
-    return set(first.removeprefix("# expect:").split())
+    return first.removeprefix("# expect:").split()
+
+
+def expected(path) -> set[str]:
+    return {token for token in expectations(path) if not token.endswith("?")}
+
+
+def undecided(path) -> set[str]:
+    return {token[:-1] for token in expectations(path) if token.endswith("?")}
 
 
 @pytest.fixture(scope="module")
@@ -32,4 +43,5 @@ def test_fixture_fails_exactly_the_expected_probes(script, reports):
     assert report.verdict in ("pass", "fail"), f"{report.problem}\n{report.detail}\n{report.output}"
     details = "\n".join(f"{f.probe}: {f.status} {f.message}" for f in report.findings)
     assert failed_probes(report) == expected(script), details
+    assert {f.probe for f in report.findings if f.status == CANNOT_TELL} >= undecided(script), details
     assert report.exit_code == (1 if expected(script) else 0)

@@ -5,10 +5,16 @@ norm type. At each later optimizer step, just before the update, the gradient
 norm of each clipped parameter set must be at most ``max_norm`` (times 1 + 1e-6).
 Clipping after ``optimizer.step()`` leaves the applied gradients unclipped. The
 figures also show how often clipping engaged; a clip value that is never
-exceeded cannot tell the two orders apart. Not applicable without clipping.
+exceeded cannot tell the two orders apart. Manual updates are seen only after
+the fact, when their gradients may already be reset, so they are not judged.
+Not applicable without clipping.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+from checker.events import Event
+from checker.facts import RunFacts
 from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
 
 ID = "clip-order"
@@ -16,55 +22,63 @@ TITLE = "clipping before the step"
 RTOL = 1e-6
 
 
+@dataclass
+class Observation:
+    calls: int = 0
+    engaged: int = 0
+    steps: int = 0
+    over: int = 0
+    max_norm: float | None = None
+    applied_norms: list[float] = field(default_factory=list)
+
+
 class Observer:
     def __init__(self, session):
         self.session = session
         self.clipped: dict[tuple, tuple] = {}  # parameter ids -> (params, max_norm, norm_type)
-        self.calls = 0
-        self.engaged = 0
-        self.steps = 0
-        self.over = 0
-        self.max_norm = None
-        self.applied: list[float] = []
-        session.on("clip", ID, self.on_clip)
-        session.on("step_pre", ID, self.on_step)
+        self.obs = Observation()
+        session.on(Event.CLIP, ID, self.on_clip)
+        session.on(Event.UPDATE_PRE, ID, self.on_update)
 
     def on_clip(self, params, max_norm, norm_type, total_norm) -> None:
-        self.calls += 1
-        self.engaged += total_norm > max_norm
-        self.max_norm = max_norm
+        self.obs.calls += 1
+        self.obs.engaged += total_norm > max_norm
+        self.obs.max_norm = max_norm
         self.clipped[tuple(id(p) for p in params)] = (params, max_norm, norm_type)
 
-    def on_step(self, step) -> None:
-        ids = {id(p) for p in step.params}
+    def on_update(self, update) -> None:
+        if update.manual:
+            return
+        ids = {id(p) for p in update.params}
         sets = [entry for key, entry in self.clipped.items() if ids.intersection(key)]
         if not sets:
             return
-        self.steps += 1
+        self.obs.steps += 1
         ratio, norm = max(
             (norm / max_norm if max_norm else float("inf"), norm)
             for params, max_norm, norm_type in sets
             for norm in [self.session.total_norm([p.grad for p in params if p.grad is not None], norm_type)]
         )
-        self.over += ratio > 1 + RTOL
-        self.applied.append(norm)
+        self.obs.over += ratio > 1 + RTOL
+        self.obs.applied_norms.append(norm)
 
-    def summary(self) -> dict:
-        return {"calls": self.calls, "engaged": self.engaged, "steps": self.steps, "over": self.over,
-                "max_norm": self.max_norm, "applied_norms": self.applied}
+    def summary(self) -> Observation:
+        return self.obs
 
 
-def judge(obs: dict, facts: dict) -> Finding:
-    if not obs["calls"]:
+def judge(obs: Observation, facts: RunFacts) -> Finding:
+    if not obs.calls:
         return Finding(ID, TITLE, NOT_APPLICABLE, message="gradients are not clipped")
-    if not obs["steps"]:
-        return Finding(ID, TITLE, NOT_APPLICABLE, message="no optimizer step followed a clipping call")
-    steps, over, clip = obs["steps"], obs["over"], obs["max_norm"]
-    series = {"applied gradient norm per step": obs["applied_norms"], "clip value": [clip]}
+    if not obs.steps:
+        why = ("updates are made by hand, so the gradients they applied cannot be seen" if facts.manual_updates else
+               "no optimizer step followed a clipping call")
+        return Finding(ID, TITLE, NOT_APPLICABLE, message=why)
+    steps, over, clip = obs.steps, obs.over, obs.max_norm
+    series = {"applied gradient norm per step": obs.applied_norms, "clip value": [clip]}
     measured, threshold = f"{over} of {steps} steps > {clip:g}", "0"
-    engaged = f"clipping engaged at {obs['engaged']} of {obs['calls']} calls"
+    engaged = f"clipping engaged at {obs.engaged} of {obs.calls} calls"
     if over:
-        peak = max(obs["applied_norms"])
+        peak = max(obs.applied_norms)
         return Finding(ID, TITLE, FAIL, measured, threshold,
                        f"the gradients applied exceeded the clip value {clip:g} at {over} of {steps} steps "
                        f"(up to {peak:.3g}); {engaged}", series)

@@ -1,20 +1,29 @@
 """gradient-flow: every trained parameter that takes part in training receives gradient.
 
-Rule ("use backprop to chart dependencies"): a parameter counts as taking part
-when its module runs with gradients enabled during a training batch and an
-optimizer holds it. Over the run, a hook on the parameter must see at least one
-gradient contribution that is not all zeros. A ``.detach()`` or ``.data`` that
-cuts a branch leaves the branch's parameters without any gradient; reconnecting
-them with an auxiliary term multiplied by zero still gives them nothing.
+Rule ("use backprop to chart dependencies"): a parameter takes part when its
+module runs with gradients enabled inside a forward that is not evaluation (a
+backward pass reached it, or it ran on a training loader's batch) and it is trained (an optimizer holds it, or it is updated by
+hand). Over the run, a hook on the parameter must see at least one gradient
+contribution that is not all zeros. A ``.detach()`` or ``.data`` that cuts a
+branch leaves the branch's parameters without any gradient; reconnecting them
+with an auxiliary term multiplied by zero still gives them nothing.
 """
 from __future__ import annotations
 
-from collections import defaultdict
+from dataclasses import dataclass, field
 
+from checker.events import Event
+from checker.facts import RunFacts
 from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
 
 ID = "gradient-flow"
 TITLE = "gradient reaches every layer"
+
+
+@dataclass
+class Observation:
+    took_part: int = 0
+    starved: list[str] = field(default_factory=list)  # names of the starved parameters
 
 
 class Observer:
@@ -24,43 +33,66 @@ class Observer:
         self.session = session
         self.grad_enabled = torch.is_grad_enabled
         self.reached: set[int] = set()
-        self.ran: dict[int, dict[int, str]] = defaultdict(dict)  # loader -> {param id: owner name}
-        self.modules_seen: dict[int, set[int]] = defaultdict(set)
-        session.on("grad", ID, self.on_grad)
-        session.on("module", ID, self.on_module)
+        self.pending: dict[int, set[int]] = {}  # forward index -> ids of parameters that ran in it
+        self.ran: set[int] = set()  # parameters that ran in a training forward
+        self.seen: dict[int, set[int]] = {}  # forward index -> modules already read in it
+        self.modules: set[int] = set()  # top-level modules whose parameters are named
+        self.names: dict[int, str] = {}  # parameter id -> name in its model ("Net.encoder.0.weight")
+        session.on(Event.GRAD, ID, self.on_grad)
+        session.on(Event.MODULE, ID, self.on_module)
+        session.on(Event.FORWARD, ID, self.on_forward)
+        session.on(Event.UPDATE_PRE, ID, self.on_update)
 
     def on_grad(self, p, grad) -> None:
         if id(p) not in self.reached and bool(grad.ne(0).any()):
             self.reached.add(id(p))
 
     def on_module(self, module) -> None:
-        current = self.session.current
-        if current is None or not self.grad_enabled():
+        forward = self.session.forward
+        if forward is None or not self.grad_enabled():
             return
-        seen = self.modules_seen[current.loader]
+        seen = self.seen.setdefault(forward.index, set())
         if id(module) in seen:
             return
         seen.add(id(module))
-        for name, p in module.named_parameters(recurse=False):
-            if p.requires_grad:
-                self.ran[current.loader][id(p)] = f"{type(module).__name__}.{name}"
+        ids = self.pending.setdefault(forward.index, set())
+        ids.update(id(p) for p in module._parameters.values() if p is not None and p.requires_grad)
 
-    def summary(self) -> dict:
+    def on_update(self, update) -> None:
+        self._settle()
+
+    def _settle(self) -> None:
+        """Forwards whose phase is known by now: a training one adds its parameters to those that ran."""
+        for index, ids in self.pending.items():
+            if self.session.phase(self.session.forwards[index]) != "eval":
+                self.ran |= ids
+        self.pending.clear()
+        self.seen.clear()
+
+    def summary(self) -> Observation:
+        self._settle()
         trained = {id(p) for p in self.session.trained_params()}
-        train_loaders = self.session.training_loaders()
-        ran = {pid: owner for loader in train_loaders for pid, owner in self.ran[loader].items() if pid in trained}
-        starved = sorted(owner for pid, owner in ran.items() if pid not in self.reached)
-        return {"took_part": len(ran), "starved": len(starved), "starved_params": starved}
+        took_part = self.ran & trained
+        starved = took_part - self.reached
+        return Observation(len(took_part), sorted(self.names.get(i, "an unnamed parameter") for i in starved))
+
+    def on_forward(self, forward) -> None:
+        if forward.module in self.modules:
+            return
+        self.modules.add(forward.module)
+        module = forward.ref()
+        for name, p in module.named_parameters() if module is not None else ():
+            self.names.setdefault(id(p), f"{forward.name}.{name}")
 
 
-def judge(obs: dict, facts: dict) -> Finding:
-    took_part, starved = obs["took_part"], obs["starved"]
+def judge(obs: Observation, facts: RunFacts) -> Finding:
+    took_part, starved = obs.took_part, len(obs.starved)
     if took_part == 0:
-        return Finding(ID, TITLE, NOT_APPLICABLE, message="no trained parameter ran in a training batch")
+        return Finding(ID, TITLE, NOT_APPLICABLE, message="no trained parameter ran in a training forward")
     measured, threshold = f"{starved} of {took_part} tensors", "0"
     if starved:
-        kinds = ", ".join(sorted(set(obs["starved_params"])))
+        shown = ", ".join(obs.starved[:6]) + (f" and {starved - 6} more" if starved > 6 else "")
         return Finding(ID, TITLE, FAIL, measured, threshold,
                        f"{starved} of {took_part} trained parameter tensors ran in training but never received "
-                       f"gradient ({kinds})")
+                       f"gradient ({shown})")
     return Finding(ID, TITLE, PASS, measured, threshold, "every trained parameter that ran received gradient")

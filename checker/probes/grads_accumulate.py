@@ -1,58 +1,72 @@
-"""grads-accumulate: every optimizer step applies only the gradients computed since the previous step.
+"""grads-accumulate: every update applies only gradients computed since that parameter's previous update.
 
-Rule: a hook on each trained parameter sees the first gradient contribution after
-each optimizer step, before it is added to ``.grad``. At that moment ``.grad``
-must be ``None`` or all zeros; otherwise the coming update also carries the
-gradients of earlier steps. Zeroing before or after the step, ``set_to_none=False``,
-``model.zero_grad()``, ``p.grad = None`` and k-step gradient accumulation all
-pass; lowering the learning rate, clipping or rescaling the loss do not.
+Rule: each updated parameter is followed from update to update. Right after an
+update, gradient still in ``.grad`` is old. It is cleared when a later gradient
+contribution finds ``.grad`` ``None`` or all zeros (a reset happened before that
+backward). At the next update, a parameter whose old gradient was never cleared
+and whose ``.grad`` is not zero carries earlier steps' gradients into this one.
+Zeroing before or after the step, ``set_to_none=False``, ``model.zero_grad()``,
+``p.grad = None``, k-step accumulation and a GAN whose generator's backward
+leaves gradients in the discriminator that ``netD.zero_grad()`` clears before
+the discriminator's next update all pass; lowering the learning rate, clipping
+or rescaling the loss do not. Manual updates (no ``torch.optim``) count as updates.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+from checker.events import Event
+from checker.facts import RunFacts
 from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
 
 ID = "grads-accumulate"
 TITLE = "gradients reset between steps"
 
 
+@dataclass
+class Observation:
+    updates: int = 0
+    stale_updates: int = 0
+    stale_params_per_update: list[int] = field(default_factory=list)
+
+
 class Observer:
     def __init__(self, session):
-        self.fresh: set[int] = set()  # parameters that had a contribution since their last step
-        self.stale: set[int] = set()  # ... whose first contribution found old gradient in .grad
-        self.steps = 0
-        self.stale_steps = 0
-        self.series: list[int] = []
-        session.on("grad", ID, self.on_grad)
-        session.on("step_post", ID, self.on_step)
+        self.old: set[int] = set()  # parameters whose .grad still holds gradient from before their last update
+        self.obs = Observation()
+        session.on(Event.GRAD, ID, self.on_grad)
+        session.on(Event.UPDATE_PRE, ID, self.on_update_pre)
+        session.on(Event.UPDATE_POST, ID, self.on_update_post)
 
     def on_grad(self, p, grad) -> None:
-        if id(p) in self.fresh:
-            return
-        self.fresh.add(id(p))
-        if p.grad is not None and bool(p.grad.ne(0).any()):
-            self.stale.add(id(p))
+        if id(p) in self.old and (p.grad is None or not bool(p.grad.ne(0).any())):
+            self.old.discard(id(p))
 
-    def on_step(self, step) -> None:
-        ids = {id(p) for p in step.params}
-        stale = len(self.stale & ids)
-        self.steps += 1
-        self.stale_steps += stale > 0
-        self.series.append(stale)
-        self.fresh -= ids
-        self.stale -= ids
+    def on_update_pre(self, update) -> None:
+        stale = sum(1 for p in update.params if id(p) in self.old and p.grad is not None and bool(p.grad.ne(0).any()))
+        self.obs.updates += 1
+        self.obs.stale_updates += stale > 0
+        self.obs.stale_params_per_update.append(stale)
 
-    def summary(self) -> dict:
-        return {"steps": self.steps, "stale_steps": self.stale_steps, "stale_params_per_step": self.series}
+    def on_update_post(self, update) -> None:
+        for p in update.params:  # zeros are told apart later, only where it matters
+            if p.grad is not None:
+                self.old.add(id(p))
+            else:
+                self.old.discard(id(p))
+
+    def summary(self) -> Observation:
+        return self.obs
 
 
-def judge(obs: dict, facts: dict) -> Finding:
-    steps, stale = obs["steps"], obs["stale_steps"]
-    series = {"stale parameters per step": obs["stale_params_per_step"]}
-    if steps == 0:
-        return Finding(ID, TITLE, NOT_APPLICABLE, message="no optimizer step was observed")
-    measured, threshold = f"{stale} of {steps} steps", "0"
+def judge(obs: Observation, facts: RunFacts) -> Finding:
+    updates, stale = obs.updates, obs.stale_updates
+    series = {"stale parameters per update": obs.stale_params_per_update}
+    if updates < 2:
+        return Finding(ID, TITLE, NOT_APPLICABLE, message="fewer than two updates were observed")
+    measured, threshold = f"{stale} of {updates} updates", "0"
     if stale:
         return Finding(ID, TITLE, FAIL, measured, threshold,
-                       f"updates at {stale} of {steps} steps also carried gradients left over from earlier steps",
+                       f"updates at {stale} of {updates} steps also carried gradients left over from earlier steps",
                        series)
     return Finding(ID, TITLE, PASS, measured, threshold, "every update used only its own step's gradients", series)

@@ -1,87 +1,133 @@
-"""graphs-retained: no batch's autograd graph outlives the batch after it.
+"""graphs-retained: the number of autograd graphs alive at once stays bounded; it does not grow with the steps.
 
-Rule: each top-level model output that carries a graph gets a sentinel in its
+Rule: every top-level forward run with gradients gets a sentinel in its output's
 ``grad_fn.metadata``; the sentinel dies exactly when that graph node is freed.
-When batch k starts, graphs from batch k-2 or earlier must all be gone. Memory is
-a poor signal (``backward()`` frees activations, only graph nodes leak), so the
-probe counts graphs, not bytes. ``.item()``, ``float()``, ``.detach()`` or
-summing under ``no_grad`` pass; ``gc.collect()``, ``torch.cuda.empty_cache()``,
-detaching only at the end of the epoch or keeping the losses in a list do not.
+The graphs alive are counted at every update, and at every batch of an
+evaluation loader and at its end. A leak is growth: the count rising at each of at least ``GROWTH``
+consecutive counts, a rise that either lasts to the end of the run or ends in a
+drop (a total reset at the end of an epoch), never one that levels off (a bounded
+buffer). A last batch's loss kept through a validation pass, ``self.loss`` on a
+trainer, or a GAN's few graphs per iteration are bounded and pass. ``.item()``,
+``float()``, ``.detach()`` or summing under ``no_grad`` pass; ``gc.collect()``,
+``torch.cuda.empty_cache()``, detaching only at the end of the epoch or keeping
+the losses in a list do not. Memory is a poor signal (``backward()`` frees
+activations, only graph nodes leak), so the probe counts graphs, not bytes.
 """
 from __future__ import annotations
 
 import threading
-from collections import Counter
+import weakref
+from dataclasses import dataclass, field
 
+from checker.events import Event
+from checker.facts import RunFacts
 from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
 
 ID = "graphs-retained"
 TITLE = "graphs freed every step"
-LAG = 2
+GROWTH = 4
+MIN_COUNTS = GROWTH + 1
+
+
+@dataclass
+class Observation:
+    tagged: int = 0
+    alive: list[int] = field(default_factory=list)  # graphs alive at each update
+    eval_alive: list[list[int]] = field(default_factory=list)  # ... at each batch of each evaluation pass
+
+
+class Sentinel:
+    """A weak-referenceable token that dies exactly when the graph node holding it dies."""
 
 
 class Observer:
     def __init__(self, session):
         self.session = session
-        self.alive: Counter[int] = Counter()  # batch -> graphs of that batch still alive
+        self.alive = 0
         self.lock = threading.Lock()  # graphs may be freed on autograd's worker threads
-        self.tagged: set[int] = set()
-        self.leaked: set[int] = set()
-        self.outputs = 0
-        self.series: list[int] = []
-        session.on("output", ID, self.on_output)
-        session.on("batch", ID, self.on_batch)
+        self.tagged = 0
+        self.counts: list[tuple[int, int | None]] = []  # (alive, pass index of an evaluation batch or None)
+        session.on(Event.FORWARD_END, ID, self.on_forward_end)
+        session.on(Event.UPDATE_POST, ID, self.on_update)
+        session.on(Event.BATCH, ID, self.on_batch)
+        session.on(Event.PASS_END, ID, self.on_pass_end)
 
-    def clock(self) -> int:
-        return self.session.batch_index if self.session.passes else self.outputs
-
-    def on_output(self, module, output) -> None:
-        self.outputs += 1
-        tensor = first_tensor_with_graph(output)
-        if tensor is None:
+    def on_forward_end(self, forward, output) -> None:
+        node = first_graph_node(output) if forward.grad else None
+        if node is None:
             return
-        batch = self.clock()
+        sentinel = Sentinel()
+        node.metadata.setdefault("kata_sentinels", []).append(sentinel)
         with self.lock:
-            self.alive[batch] += 1
-        if self.session.watch_graph(tensor, lambda: self._died(batch)):
-            self.tagged.add(batch)
+            self.alive += 1
+        self.tagged += 1
+        weakref.finalize(sentinel, self._died)
 
-    def _died(self, batch: int) -> None:
+    def _died(self) -> None:
         with self.lock:
-            self.alive[batch] -= 1
-            if self.alive[batch] <= 0:
-                del self.alive[batch]
+            self.alive -= 1
+
+    def on_update(self, update) -> None:
+        self.counts.append((self.alive, None))
 
     def on_batch(self, batch) -> None:
-        now = self.clock()
-        with self.lock:
-            self.leaked.update(b for b in self.alive if b <= now - LAG)
-            self.series.append(len(self.alive))
+        self.counts.append((self.alive, self.session.current.index))
 
-    def summary(self) -> dict:
-        return {"batches": len(self.tagged), "leaked": len(self.leaked & self.tagged),
-                "max_alive": max(self.series, default=0), "alive_per_batch": self.series}
+    def on_pass_end(self, observed) -> None:
+        self.counts.append((self.alive, observed.index))
+
+    def summary(self) -> Observation:
+        evals: dict[int, list[int]] = {}
+        for alive, pass_index in self.counts:
+            if pass_index is not None and self.session.role(pass_index) == "eval":
+                evals.setdefault(pass_index, []).append(alive)
+        return Observation(self.tagged, [alive for alive, pass_index in self.counts if pass_index is None],
+                           list(evals.values()))
 
 
-def first_tensor_with_graph(output):
+def first_graph_node(output):
     if hasattr(output, "grad_fn"):
-        return output if output.grad_fn is not None else None
+        return output.grad_fn
     items = output.values() if isinstance(output, dict) else output if isinstance(output, (tuple, list)) else ()
     for item in items:
-        found = first_tensor_with_graph(item)
+        found = first_graph_node(item)
         if found is not None:
             return found
     return None
 
 
-def judge(obs: dict, facts: dict) -> Finding:
-    batches, leaked = obs["batches"], obs["leaked"]
-    series = {"graphs alive per batch": obs["alive_per_batch"]}
-    if batches == 0:
+def growth(alive: list[int]) -> tuple[int, int, int]:
+    """The longest run of rises that lasts to the end or ends in a drop: (rises, start value, end value)."""
+    best, run_start = (0, 0, 0), 0
+    for i in range(1, len(alive) + 1):
+        rising = i < len(alive) and alive[i] > alive[i - 1]
+        if rising:
+            continue
+        rises = i - 1 - run_start
+        ended_well = i == len(alive) or alive[i] < alive[i - 1]
+        if ended_well and rises > best[0]:
+            best = (rises, alive[run_start], alive[i - 1])
+        run_start = i
+    return best
+
+
+def judge(obs: Observation, facts: RunFacts) -> Finding:
+    series = {"graphs alive per step": obs.alive}
+    if obs.tagged == 0:
         return Finding(ID, TITLE, NOT_APPLICABLE, message="no forward pass built an autograd graph")
-    measured, threshold = f"{leaked} of {batches} batches", "0"
-    if leaked:
+    sequences = [(obs.alive, "steps")] + [(alive, "validation batches") for alive in obs.eval_alive]
+    counted = [(alive, unit) for alive, unit in sequences if len(alive) >= MIN_COUNTS]
+    if not counted:
+        return Finding(ID, TITLE, NOT_APPLICABLE,
+                       message=f"too few steps ({len(obs.alive)}) to see whether live graphs grow")
+    (rises, start, end), unit = max((growth(alive), unit) for alive, unit in counted)
+    measured, threshold = f"{rises} rises in a row", f"< {GROWTH}"
+    if rises >= GROWTH:
+        if unit != "steps":
+            series = {"graphs alive per validation batch": next(a for a, u in counted if growth(a)[0] == rises)}
         return Finding(ID, TITLE, FAIL, measured, threshold,
-                       f"graphs from {leaked} of {batches} batches were still alive {LAG} batches later "
-                       f"(up to {obs['max_alive']} at once)", series)
-    return Finding(ID, TITLE, PASS, measured, threshold, "each batch's graph was freed by the next batch", series)
+                       f"the autograd graphs alive at once grew at {rises} {unit} in a row, from {start} to {end}: "
+                       f"earlier graphs are never freed", series)
+    peak = max(max(alive) for alive, _ in counted)
+    return Finding(ID, TITLE, PASS, measured, threshold, f"the graphs alive at once stayed bounded (at most {peak})",
+                   series)

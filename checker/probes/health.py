@@ -1,18 +1,23 @@
 """health: the script still trains. A "fix" that deletes the training fails here.
 
-Criteria (each shown as its own row):
+Criteria (each its own row; a criterion whose premise the run does not meet says n/a and why):
 
-* training ran: at least one optimizer step;
-* initial loss near ln(k) for k classes (k from the model's output width; two
-  for a single logit), between half and twice ln(k), with the first backward's
-  loss scaled by the gradient-accumulation factor;
-* training loss falls: the mean of the last fifth of the losses is at most 90 %
-  of the mean of the first fifth;
-* every training batch leads to an optimizer update (k-step accumulation allowed);
+* training ran: at least one update (an optimizer step or a manual update);
+* initial loss near ln(k): the first loss of a cross-entropy, NLL or binary
+  cross-entropy over class labels (k classes; two for binary targets in {0, 1}),
+  as a mean per target, is between half and twice ln(k). For a hand-written loss,
+  the first backward's loss (times the accumulation factor) when the batch has
+  integer labels the model's output scores (k outputs, or one logit and 0/1 labels);
+* training loss falls: the mean of the last fifth of the backward passes' losses
+  is at least 10 % of its size below the mean of the first fifth; not judged
+  when two optimizers take turns on disjoint parameters (adversarial training);
+* every training batch leads to an update (k-step accumulation allowed);
 * parameters are finite at the end;
-* validation accuracy in the last evaluation pass, from the model's outputs and
-  the batch's labels, is at least a quarter of the way from chance (the majority
-  class) to perfect;
+* validation accuracy: in the last block of evaluation forwards, the class
+  scores' argmax (or the binary decision) against the labels, from the loss
+  function's own inputs when it scores one label per sample, else from the
+  model's outputs and the batch's labels under the premise above; at least a
+  quarter of the way from chance (the majority class) to perfect;
 * the checker's instrumentation is intact at the end: a script that removes its
   hooks or replaces what it wrapped is not trusted to have passed anything.
 """
@@ -20,56 +25,153 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 
-from checker.facts import accumulation, finite, skipped_updates
+from checker.events import Event
+from checker.facts import RunFacts, finite
 from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
 
 ID = "health"
 TITLE = "training health"
 LOSS_BAND = (0.5, 2.0)
-FALL = 0.9
+FALL = 0.1
 ABOVE_CHANCE = 0.25
+CLASS_LOSSES = {"cross_entropy": "classes", "nll_loss": "classes", "binary_cross_entropy": "binary",
+                "binary_cross_entropy_with_logits": "binary"}
+
+
+@dataclass
+class Observation:
+    first_loss: str | None = None  # the loss function of the first training loss, if one was called
+    initial: float | None = None  # its value, as a mean per target
+    classes: int | None = None  # k, where the premise of class labels holds
+    fallback_classes: int | None = None  # k from the model's output and the batch's labels
+    accuracy: dict | None = None  # {"correct", "total", "majority", "source"}
 
 
 class Observer:
     def __init__(self, session):
         self.session = session
-        self.classes: int | None = None
-        self.accuracy: dict[int, dict] = defaultdict(lambda: {"correct": 0, "total": 0, "counts": defaultdict(int)})
-        session.on("output", ID, self.on_output)
+        self.obs = Observation()
+        self.first_call_seen = False
+        self.scored: dict[int, dict] = {}  # forward index -> {"correct", "total", "counts", "source"}
+        session.on(Event.LOSS, ID, self.on_loss)
+        session.on(Event.FORWARD_END, ID, self.on_forward_end)
 
-    def on_output(self, module, output) -> None:
-        labels, current = self.session.labels, self.session.current
+    def on_loss(self, call) -> None:
+        if not self.first_call_seen and getattr(call.input, "requires_grad", False):
+            self.first_call_seen = True
+            self.obs.first_loss = call.kind
+            k = classes_of(call)
+            if k:
+                self.obs.classes = k
+                self.obs.initial = mean_per_target(call)
+        decisions = per_sample_decisions(call, self.session)
+        if decisions is not None and call.forward is not None:
+            self._score(call.forward, *decisions, "loss")
+
+    def on_forward_end(self, forward, output) -> None:
+        labels = self.session.labels
         logits = output if hasattr(output, "shape") else first_tensor(output)
-        if logits is None or logits.dim() == 0:
+        if labels is None or logits is None or logits.dim() == 0 or logits.shape[0] != labels.shape[0]:
             return
-        if self.classes is None and logits.grad_fn is not None:
-            self.classes = logits.shape[-1] if logits.dim() >= 2 and logits.shape[-1] >= 2 else 2
-        if labels is None or current is None or logits.shape[0] != labels.shape[0]:
-            return
+        labels = labels.long()
         logits = logits.detach()
-        if logits.dim() >= 2 and logits.shape[-1] >= 2:
-            predicted = logits.reshape(len(labels), -1).argmax(-1)
-        elif logits.numel() == len(labels):
+        if logits.dim() == 2 and logits.shape[-1] >= 2 and int(labels.max()) < logits.shape[-1] and int(labels.min()) >= 0:
+            k, predicted = logits.shape[-1], logits.argmax(-1)
+        elif logits.numel() == len(labels) and bool(((labels == 0) | (labels == 1)).all()):
             flat = logits.reshape(-1).float()
-            predicted = (flat > (0.5 if bool(((flat >= 0) & (flat <= 1)).all()) else 0.0)).long()
+            k, predicted = 2, (flat > (0.5 if bool(((flat >= 0) & (flat <= 1)).all()) else 0.0)).long()
         else:
             return
-        row = self.accuracy[current.index]
-        labels = labels.long()
+        if forward.grad and self.obs.fallback_classes is None:
+            self.obs.fallback_classes = k
+        self._score(forward.index, predicted, labels, "output", k)
+
+    def _score(self, index: int, predicted, labels, source: str, k: int | None = None) -> None:
+        row = self.scored.setdefault(index, {"correct": 0, "total": 0, "counts": defaultdict(int), "source": source,
+                                             "classes": k})
+        if row["source"] != source:
+            if source == "output":
+                return
+            row.update(correct=0, total=0, counts=defaultdict(int), source=source)  # the loss's own view wins
         row["correct"] += int((predicted == labels).sum())
         row["total"] += len(labels)
         for value, count in zip(*labels.unique(return_counts=True)):
             row["counts"][int(value)] += int(count)
 
-    def summary(self) -> dict:
-        evals = [i for i in self.accuracy if self.session.role(i) == "eval" and self.accuracy[i]["total"]]
-        last = self.accuracy[max(evals)] if evals else None
-        return {
-            "classes": self.classes,
-            "accuracy": None if last is None else {
-                "correct": last["correct"], "total": last["total"], "majority": max(last["counts"].values())},
-        }
+    def summary(self) -> Observation:
+        if self.obs.first_loss is None and self.obs.fallback_classes:
+            self.obs.classes = self.obs.fallback_classes
+        self.obs.accuracy = self._last_evaluation()
+        return self.obs
+
+    def _usable(self, row: dict) -> bool:
+        """The loss's own view of a sample's class; the model's output only where it scores the classes trained on."""
+        if row["source"] == "loss":
+            return True
+        return self.obs.first_loss is None or (self.obs.classes is not None and row["classes"] == self.obs.classes)
+
+    def _last_evaluation(self) -> dict | None:
+        """Accuracy over the last run of evaluation forwards that were scored."""
+        from_loss = any(r["source"] == "loss" for r in self.scored.values())
+        blocks: list[list[dict]] = [[]]
+        for forward in self.session.forwards:
+            phase = self.session.phase(forward)
+            row = self.scored.get(forward.index)
+            if phase == "train" and blocks[-1]:
+                blocks.append([])
+            elif phase == "eval" and row and row["total"] and self._usable(row) and (row["source"] == "loss" or not from_loss):
+                blocks[-1].append(row)
+        chosen = next((block for block in reversed(blocks) if block), None)
+        if not chosen:
+            return None
+        counts: dict[int, int] = defaultdict(int)
+        for r in chosen:
+            for value, count in r["counts"].items():
+                counts[value] += count
+        return {"correct": sum(r["correct"] for r in chosen), "total": sum(r["total"] for r in chosen),
+                "majority": max(counts.values()), "source": chosen[0]["source"]}
+
+
+def classes_of(call) -> int | None:
+    """k when the loss scores class labels, else None."""
+    kind = CLASS_LOSSES.get(call.kind)
+    if kind == "classes":
+        shape = call.input.shape
+        return int(shape[1] if len(shape) >= 2 else shape[0])
+    if kind == "binary":
+        target = call.target
+        return 2 if target.numel() and bool(((target == 0) | (target == 1)).all()) else None
+    return None
+
+
+def mean_per_target(call) -> float:
+    value = float(call.output.detach().float().mean())
+    if call.reduction == "sum":
+        per = call.target.numel() if CLASS_LOSSES.get(call.kind) == "binary" or call.target.dim() < call.input.dim() \
+            else call.target.numel() // call.target.shape[1]
+        value /= max(1, per)
+    return value
+
+
+def per_sample_decisions(call, session):
+    """(predicted, labels) when the loss scores one class label per sample of the forward's batch, else None."""
+    kind = CLASS_LOSSES.get(call.kind)
+    forward = session.forwards[call.forward] if call.forward is not None else None
+    if kind is None or forward is None or not hasattr(call.input, "shape") or not hasattr(call.target, "shape"):
+        return None
+    scores, target = call.input.detach(), call.target.detach()
+    if forward.batch is not None and scores.shape[0] != forward.batch:
+        return None  # several labels per sample (tokens of a sequence): not a per-sample classification
+    if kind == "classes" and scores.dim() == 2 and target.dim() == 1 and not target.dtype.is_floating_point:
+        return scores.argmax(-1), target.long()
+    if kind == "binary" and scores.numel() == target.numel() and scores.dim() <= 2 and target.numel() == scores.shape[0]:
+        if not bool(((target == 0) | (target == 1)).all()):
+            return None
+        threshold = 0.0 if call.kind.endswith("logits") else 0.5
+        return (scores.reshape(-1) > threshold).long(), target.reshape(-1).long()
+    return None
 
 
 def first_tensor(output):
@@ -82,48 +184,61 @@ def _row(name: str, ok: bool | None, measured: str, threshold: str, message: str
     return Finding(f"{ID}.{name}", name.replace("-", " "), status, measured, threshold, message)
 
 
-def judge(obs: dict, facts: dict) -> Finding:
-    losses = facts["losses"]
-    steps = facts["steps"]
-    parts = [_row("training-ran", steps > 0, f"{steps} steps", "≥ 1",
-                  "optimizer steps were taken" if steps else "no optimizer step was observed")]
-
-    k = obs["classes"]
-    if losses and losses[0] is not None and k:
-        initial, expected = losses[0] * accumulation(facts), math.log(k)
-        low, high = LOSS_BAND[0] * expected, LOSS_BAND[1] * expected
-        parts.append(_row("initial-loss", low <= initial <= high, f"{initial:.3g}", f"{low:.2g}–{high:.2g}",
-                          f"first loss {initial:.3g} against ln({k}) = {expected:.3g}"))
+def initial_loss(obs: Observation, facts: RunFacts) -> Finding:
+    k = obs.classes
+    if obs.initial is not None and k:
+        initial = obs.initial
+    elif obs.first_loss is None and k and facts.losses and facts.losses[0] is not None:
+        initial = facts.losses[0] * facts.accumulation
     else:
-        parts.append(_row("initial-loss", None, "", "", "no initial loss or class count was observed"))
+        why = (f"the loss ({obs.first_loss}) does not score class labels" if obs.first_loss else
+               "no class labels the model's output scores were seen")
+        return _row("initial-loss", None, "", "", f"not judged: {why}")
+    expected = math.log(k)
+    low, high = LOSS_BAND[0] * expected, LOSS_BAND[1] * expected
+    return _row("initial-loss", low <= initial <= high, f"{initial:.3g}", f"{low:.2g}–{high:.2g}",
+                f"first loss {initial:.3g} against ln({k}) = {expected:.3g}")
 
-    values = finite(losses)
-    if len(values) >= 2:
-        fifth = max(1, len(values) // 5)
-        start, end = sum(values[:fifth]) / fifth, sum(values[-fifth:]) / fifth
-        parts.append(_row("loss-falls", 0 < start and end <= FALL * start, f"{start:.3g} -> {end:.3g}", f"≤ {FALL:.0%} of start",
-                          f"mean training loss went from {start:.3g} to {end:.3g}"))
+
+def loss_falls(facts: RunFacts) -> Finding:
+    if facts.adversarial:
+        return _row("loss-falls", None, "", "", "not judged: two optimizers take turns on disjoint parameters "
+                                                "(adversarial training), where losses need not fall")
+    values = finite(facts.losses)
+    if len(values) < 2:
+        return _row("loss-falls", False, f"{len(values)} finite losses", "≥ 2", "too few finite training losses to see learning")
+    fifth = max(1, len(values) // 5)
+    start, end = sum(values[:fifth]) / fifth, sum(values[-fifth:]) / fifth
+    return _row("loss-falls", end <= start - FALL * abs(start) and end != start, f"{start:.3g} -> {end:.3g}",
+                f"≤ start - {FALL:.0%} of |start|", f"mean training loss went from {start:.3g} to {end:.3g}")
+
+
+def judge(obs: Observation, facts: RunFacts) -> Finding:
+    updates = facts.updates
+    parts = [_row("training-ran", updates > 0, f"{updates} updates", "≥ 1",
+                  "updates were made" if updates else "no optimizer step or manual update was observed"),
+             initial_loss(obs, facts), loss_falls(facts)]
+
+    skipped, batches = facts.skipped_updates()
+    if batches:
+        parts.append(_row("updates-every-batch", skipped == 0, f"{skipped} of {batches} skipped", "0",
+                          f"{batches - skipped} of {batches} training batches led to an update"))
     else:
-        parts.append(_row("loss-falls", False, f"{len(values)} finite losses", ">= 2",
-                          "too few finite training losses to see learning"))
+        parts.append(_row("updates-every-batch", None, "", "", "no training batch was observed"))
 
-    skipped, batches = skipped_updates(facts)
-    parts.append(_row("updates-every-batch", skipped == 0 and batches > 0, f"{skipped} of {batches} skipped",
-                      "0", f"{batches - skipped} of {batches} training batches led to an update"))
+    parts.append(_row("weights-finite", facts.params_finite, "finite" if facts.params_finite else "non-finite",
+                      "finite", "final weights are finite" if facts.params_finite else "final weights hold NaN or inf"))
 
-    parts.append(_row("weights-finite", facts["params_finite"], "finite" if facts["params_finite"] else "non-finite",
-                      "finite", "final weights are finite" if facts["params_finite"] else "final weights hold NaN or inf"))
-
-    acc = obs["accuracy"]
+    acc = obs.accuracy
     if acc:
         accuracy, chance = acc["correct"] / acc["total"], acc["majority"] / acc["total"]
         bar = chance + ABOVE_CHANCE * (1 - chance)
         parts.append(_row("val-accuracy", accuracy >= bar, f"{accuracy:.3f}", f"≥ {bar:.3f}",
-                          f"last validation pass: accuracy {accuracy:.3f}, chance {chance:.3f}"))
+                          f"last validation: accuracy {accuracy:.3f}, chance {chance:.3f}"))
     else:
-        parts.append(_row("val-accuracy", None, "", "", "no validation pass with labels was observed"))
+        parts.append(_row("val-accuracy", None, "", "", "not judged: no evaluation of class scores against labels"))
 
-    tampered = facts.get("tampered", [])
+    tampered = facts.tampered
     parts.append(_row("instrumentation-intact", not tampered, f"{len(tampered)} removed", "0",
                       f"the script removed or replaced: {', '.join(tampered)}" if tampered else
                       "the checker's hooks were in place to the end"))

@@ -1,165 +1,180 @@
-"""lr-schedule: the learning rate follows the scheduler's curve at the granularity it was built for.
+"""lr-schedule: a learning-rate scheduler is stepped at the granularity its own settings call for.
 
-Rule: the scheduler's constructor arguments are recorded and the learning rate
-of every parameter group is logged at each optimizer step. A fresh copy of the
-scheduler, on a stand-in optimizer with the same hyper-parameters, is replayed
-once per optimizer step and once per training epoch; the observed rates must
-match the replay of the intended granularity (relative tolerance 1e-6).
-OneCycleLR and CyclicLR are per-step schedules; StepLR, MultiStepLR and
-ExponentialLR per-epoch ones; schedules with a horizon (CosineAnnealingLR,
-LinearLR, ...) are per-step when the horizon is nearer the number of optimizer
-steps than the number of epochs. For other schedulers either granularity
-passes. A staircase per epoch, or ``total_steps=epochs`` stepped per epoch, fails.
+Rule: every scheduler's ``step()`` calls are counted against the updates of its
+optimizer and the training epochs (DataLoader passes with updates), which gives
+the granularity it was stepped at: per update, per epoch, or neither. Only
+unambiguous evidence fails:
+
+* stepped before its optimizer's first update (the schedule runs one step ahead;
+  not when a GradScaler skipped that update);
+* OneCycleLR or CyclicLR (schedules over optimizer steps by definition) stepped per epoch;
+* a horizon (``T_max``, ``total_iters``) equal to the run's number of updates but
+  stepped per epoch, or equal to its number of epochs but stepped per update;
+* the learning rate below 1e-6 of its start for at least a quarter of the updates.
+
+It passes when the granularity agrees with the scheduler: OneCycleLR/CyclicLR per
+update, a horizon matching the updates (per update) or the epochs (per epoch),
+a warm-up horizon shorter than the run per update, StepLR, MultiStepLR,
+ExponentialLR or ReduceLROnPlateau per epoch. Everything else (a horizon that
+matches neither, e.g. ``T_max=200`` in a 3-epoch run; LambdaLR and other
+schedules whose intent is code; schedulers nested in SequentialLR) cannot be told.
 """
 from __future__ import annotations
 
-import math
-import warnings
+from dataclasses import dataclass, field
 
-from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
+from checker.events import Event
+from checker.facts import RunFacts
+from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
 
 ID = "lr-schedule"
 TITLE = "learning-rate schedule"
 PER_STEP = {"OneCycleLR", "CyclicLR"}
-PER_EPOCH = {"StepLR", "MultiStepLR", "ExponentialLR"}
-HORIZONS = {"CosineAnnealingLR": "T_max", "LinearLR": "total_iters", "ConstantLR": "total_iters",
-            "PolynomialLR": "total_iters", "OneCycleLR": "total_steps"}
-RTOL = 1e-6
+PER_EPOCH = {"StepLR", "MultiStepLR", "ExponentialLR", "ReduceLROnPlateau"}
+WARMUP = {"LinearLR", "ConstantLR"}
+HORIZONS = {"OneCycleLR": "total_steps", "CosineAnnealingLR": "T_max", "LinearLR": "total_iters",
+            "ConstantLR": "total_iters", "PolynomialLR": "total_iters"}
+COLLAPSE, COLLAPSED_SHARE = 1e-6, 0.25
+
+
+@dataclass
+class ScheduleRecord:
+    type: str  # the scheduler's class
+    base: str  # the torch.optim.lr_scheduler class it is, or derives from
+    horizon: int | None = None
+    calls: int = 0  # step() calls not made by another scheduler
+    nested: bool = False  # stepped by another scheduler (SequentialLR, ChainedScheduler)
+    updates_at_first_call: int | None = None
+    skipped_before_first_call: bool = False  # a GradScaler skipped an update before the first call
+    updates: int = 0  # updates of its optimizer
+    epochs: int = 0  # training passes with updates of its optimizer
+    lrs: list[float] = field(default_factory=list)  # its optimizer's first group's rate at each update
+
+
+@dataclass
+class Observation:
+    schedulers: list[ScheduleRecord] = field(default_factory=list)
+
+    def __post_init__(self) -> None:  # read back from JSON
+        self.schedulers = [ScheduleRecord(**s) if isinstance(s, dict) else s for s in self.schedulers]
 
 
 class Observer:
     def __init__(self, session):
         self.session = session
         self.schedulers: list = []
-        self.lrs: dict[int, list[list[float]]] = {}  # scheduler index -> lrs at each step of its optimizer
-        self.passes: dict[int, list[int | None]] = {}
-        session.on("scheduler", ID, self.on_scheduler)
-        session.on("step_pre", ID, self.on_step)
+        self.records: list[ScheduleRecord] = []
+        self.passes: list[set] = []
+        session.on(Event.SCHEDULER, ID, self.on_scheduler)
+        session.on(Event.SCHEDULER_STEP, ID, self.on_step)
+        session.on(Event.UPDATE_PRE, ID, self.on_update)
 
     def on_scheduler(self, scheduler) -> None:
-        self.lrs[len(self.schedulers)], self.passes[len(self.schedulers)] = [], []
+        base = torch_base(type(scheduler))
+        horizon = getattr(scheduler, HORIZONS[base], None) if base in HORIZONS else None
         self.schedulers.append(scheduler)
+        self.records.append(ScheduleRecord(type(scheduler).__name__, base,
+                                           horizon if isinstance(horizon, int) else None))
+        self.passes.append(set())
 
-    def on_step(self, step) -> None:
-        for i, scheduler in enumerate(self.schedulers):
-            if scheduler.optimizer is step.optimizer:
-                self.lrs[i].append([float(g["lr"]) for g in step.optimizer.param_groups])
-                self.passes[i].append(step.pass_index)
+    def on_step(self, scheduler, nested: bool) -> None:
+        i = next((i for i, s in enumerate(self.schedulers) if s is scheduler), None)
+        if i is None:
+            return
+        record = self.records[i]
+        if nested:
+            record.nested = True
+            return
+        if record.updates_at_first_call is None:
+            record.updates_at_first_call = record.updates
+            record.skipped_before_first_call = self.session.scaler_skips > 0
+        record.calls += 1
 
-    def summary(self) -> dict:
-        return {"schedulers": [self._summarise(i, s) for i, s in enumerate(self.schedulers)]}
+    def on_update(self, update) -> None:
+        for scheduler, record, passes in zip(self.schedulers, self.records, self.passes):
+            if getattr(scheduler, "optimizer", None) is update.optimizer and not update.manual:
+                record.updates += 1
+                record.lrs.append(float(update.optimizer.param_groups[0]["lr"]))
+                if update.pass_index is not None:
+                    passes.add(update.pass_index)
 
-    def _summarise(self, i: int, scheduler) -> dict:
-        spec = scheduler._kata_spec
-        observed, passes = self.lrs[i], self.passes[i]
-        ordinals = epoch_ordinals(passes)
-        per_step, step_error = self._replay(spec, len(observed))
-        epochs = (max(ordinals) + 1) if ordinals else 0
-        per_epoch, epoch_error = self._replay(spec, epochs) if ordinals else (None, "steps ran outside any DataLoader")
-        expected_epoch = [per_epoch[o] for o in ordinals] if per_epoch and len(per_epoch) == epochs else None
-        horizon = HORIZONS.get(spec.cls.__name__)
-        return {
-            "type": spec.cls.__name__,
-            "horizon": getattr(scheduler, horizon, None) if horizon else None,
-            "steps": len(observed),
-            "epochs": epochs,
-            "step_ordinals": ordinals,
-            "observed": [lr[0] for lr in observed],
-            "per_step": compare(observed, per_step, step_error),
-            "per_epoch": compare(observed, expected_epoch, epoch_error),
-        }
-
-    def _replay(self, spec, count: int) -> tuple[list[list[float]] | None, str | None]:
-        """The learning rates of a fresh copy of the scheduler after 0, 1, ... count-1 steps."""
-        import torch
-
-        class StandIn(torch.optim.Optimizer):
-            def step(self, closure=None):
-                return None
-
-        rates: list[list[float]] = []
-        try:
-            with self.session.quiet(), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                groups = [{**g, "params": [torch.zeros(1, requires_grad=True)]} for g in spec.groups]
-                optimizer = StandIn(groups, dict(spec.defaults))
-                swap = lambda a: optimizer if a is spec.optimizer else a  # noqa: E731
-                scheduler = spec.cls(*map(swap, spec.args), **{k: swap(v) for k, v in spec.kwargs.items()})
-                for n in range(count):
-                    if n:
-                        scheduler.step()
-                    rates.append([float(g["lr"]) for g in optimizer.param_groups])
-                return rates, None
-        except Exception as exc:
-            return rates or None, f"{type(exc).__name__}: {exc}"
+    def summary(self) -> Observation:
+        for record, passes in zip(self.records, self.passes):
+            record.epochs = sum(1 for p in passes if self.session.role(p) == "train")
+        return Observation(self.records)
 
 
-def epoch_ordinals(passes: list[int | None]) -> list[int]:
-    """For each step, the number of earlier training passes (epochs) of that optimizer."""
-    if not passes or any(p is None for p in passes):
-        return []
-    order: dict[int, int] = {}
-    return [order.setdefault(p, len(order)) for p in passes]
+def torch_base(cls: type) -> str:
+    """The nearest class of torch.optim.lr_scheduler in ``cls``'s ancestry (a user subclass has one)."""
+    for klass in cls.__mro__:
+        if klass.__module__ == "torch.optim.lr_scheduler":
+            return klass.__name__
+    return cls.__name__
 
 
-def compare(observed: list[list[float]], expected: list[list[float]] | None, error: str | None) -> dict:
-    if expected is None:
-        return {"mismatches": None, "error": error or "could not replay", "expected": []}
-    mismatches = sum(
-        1 for i, lrs in enumerate(observed)
-        if i >= len(expected) or any(not math.isclose(a, b, rel_tol=RTOL, abs_tol=1e-12) for a, b in zip(lrs, expected[i]))
-    )
-    return {"mismatches": mismatches, "error": error, "expected": [lr[0] for lr in expected]}
+def granularity(r: ScheduleRecord) -> str:
+    """"update", "epoch", "either" (one update per epoch: they coincide) or "other"."""
+    per_update = abs(r.calls - r.updates) <= max(1, r.epochs)
+    per_epoch = r.epochs >= 2 and abs(r.calls - r.epochs) <= 1
+    if per_update and per_epoch:
+        return "either"
+    return "update" if per_update else "epoch" if per_epoch else "other"
 
 
-def intended(s: dict) -> str | None:
-    """'per_step', 'per_epoch', or None when the scheduler's type does not say."""
-    if s["type"] in PER_STEP:
-        return "per_step"
-    if s["type"] in PER_EPOCH:
-        return "per_epoch"
-    if s["horizon"] and s["steps"] and s["epochs"]:
-        to_steps, to_epochs = abs(math.log(s["horizon"] / s["steps"])), abs(math.log(s["horizon"] / s["epochs"]))
-        return "per_step" if to_steps <= to_epochs else "per_epoch"
-    return None
+def near(value: int, target: int) -> bool:
+    return abs(value - target) <= max(1, round(0.05 * target))
 
 
-def shape_of(observed: list[float], ordinals: list[int]) -> str:
-    changes = [i for i in range(1, len(observed)) if not math.isclose(observed[i], observed[i - 1], rel_tol=RTOL)]
-    if not changes:
-        return "it never changed"
-    if ordinals and all(ordinals[i] != ordinals[i - 1] for i in changes):
-        return "it changed only between epochs"
-    return f"it changed at {len(changes)} of {len(observed) - 1} steps"
+def judge_one(r: ScheduleRecord) -> tuple[str, str]:
+    """(status, message) for one scheduler."""
+    name, how = r.type, granularity(r)
+    stepped = {"update": "once per optimizer step", "epoch": "once per epoch", "either": "once per epoch",
+               "other": f"{r.calls} times in {r.updates} updates and {r.epochs} epochs"}[how]
+    if r.calls == 0:
+        return CANNOT_TELL, f"{name} was never stepped while its optimizer made {r.updates} updates"
+    if r.updates_at_first_call == 0 and not r.skipped_before_first_call:
+        return FAIL, (f"{name} was stepped before its optimizer's first update, so the learning rate ran one step "
+                      "ahead of the schedule")
+    start = r.lrs[0] if r.lrs else 0.0
+    collapsed = sum(1 for lr in r.lrs if start > 0 and lr < COLLAPSE * start)
+    if r.lrs and collapsed >= COLLAPSED_SHARE * len(r.lrs):
+        return FAIL, (f"stepped {stepped}, {name} drove the learning rate below {COLLAPSE:g} of its start at "
+                      f"{collapsed} of {len(r.lrs)} updates")
+    if how == "either":
+        return CANNOT_TELL, f"{name}: one update per epoch, so per-step and per-epoch stepping look alike"
+    if r.base in PER_STEP:
+        if how == "update":
+            return PASS, f"{name} was stepped once per optimizer step, as its schedule over steps needs"
+        if how == "epoch":
+            return FAIL, (f"{name} is a schedule over optimizer steps (it expects {r.horizon or 'one step per update'}) "
+                          f"but was stepped once per epoch: {r.calls} times in {r.updates} updates")
+    if r.horizon and r.base in HORIZONS:
+        if how == "epoch" and near(r.horizon, r.updates) and r.horizon != r.epochs:
+            return FAIL, (f"{name}'s horizon ({r.horizon}) is this run's number of optimizer steps, but it was "
+                          f"stepped once per epoch: {r.calls} times in {r.updates} updates")
+        if how == "update" and r.horizon == r.epochs and not near(r.horizon, r.updates):
+            return FAIL, (f"{name}'s horizon ({r.horizon}) is this run's number of epochs, but it was stepped once "
+                          f"per optimizer step: it ran through its schedule {r.updates / r.horizon:.0f} times")
+        if how == "epoch" and abs(r.horizon - r.epochs) <= 1:
+            return PASS, f"{name} was stepped once per epoch over a horizon of {r.horizon} epochs"
+        if how == "update" and (near(r.horizon, r.updates) or (r.base in WARMUP and r.horizon < r.updates)):
+            return PASS, f"{name} was stepped once per optimizer step over a horizon of {r.horizon} steps"
+        return CANNOT_TELL, (f"{name} was stepped {stepped}; its horizon ({r.horizon}) matches neither this run's "
+                             f"{r.updates} optimizer steps nor its {r.epochs} epochs")
+    if r.base in PER_EPOCH and how == "epoch":
+        return PASS, f"{name}, an epoch schedule, was stepped once per epoch"
+    return CANNOT_TELL, f"{name} was stepped {stepped}; nothing in its settings says which granularity it was built for"
 
 
-def judge_one(s: dict) -> tuple[bool, str, str, str]:
-    """(ok, measured, threshold, message) for one scheduler."""
-    n, name = s["steps"], s["type"]
-    want = intended(s)
-    options = [want] if want else ["per_step", "per_epoch"]
-    results = {g: s[g]["mismatches"] for g in options if s[g]["mismatches"] is not None}
-    if not results:
-        return True, "", "", f"{name}: the schedule could not be replayed ({s[options[0]]['error']})"
-    best = min(results, key=results.get)
-    wrong = results[best]
-    label = {"per_step": "once per optimizer step", "per_epoch": "once per epoch"}[best]
-    measured, threshold = f"{wrong} of {n} steps off", "0"
-    if wrong:
-        return False, measured, threshold, (
-            f"the learning rate differed from {name} stepped {label} at {wrong} of {n} optimizer steps "
-            f"({shape_of(s['observed'], s['step_ordinals'])})")
-    return True, measured, threshold, f"the learning rate followed {name} stepped {label}"
-
-
-def judge(obs: dict, facts: dict) -> Finding:
-    schedulers = [s for s in obs["schedulers"] if s["steps"]]
+def judge(obs: Observation, facts: RunFacts) -> Finding:
+    schedulers = [r for r in obs.schedulers if r.updates and not r.nested]
     if not schedulers:
         return Finding(ID, TITLE, NOT_APPLICABLE, message="no learning-rate scheduler drove an optimizer")
-    verdicts = [judge_one(s) for s in schedulers]
-    first = schedulers[0]
-    want = intended(first) or "per_step"
-    series = {"learning rate per step": first["observed"], "scheduled learning rate": first[want]["expected"]}
-    failed = [v for v in verdicts if not v[0]]
-    ok, measured, threshold, message = (failed or verdicts)[0]
-    return Finding(ID, TITLE, PASS if ok else FAIL, measured, threshold, message, series)
+    verdicts = [judge_one(r) for r in schedulers]
+    order = [FAIL, CANNOT_TELL, PASS]
+    index = min(range(len(verdicts)), key=lambda i: order.index(verdicts[i][0]))
+    status, message = verdicts[index]
+    chosen = schedulers[index]
+    series = {"learning rate per step": chosen.lrs}
+    measured = f"{chosen.calls} steps / {chosen.updates} updates"
+    return Finding(ID, TITLE, status, measured, "", message, series)

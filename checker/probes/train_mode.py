@@ -1,39 +1,69 @@
-"""train-mode: training batches run with dropout and batch-norm in training mode.
+"""train-mode: training forwards keep dropout and batch-norm in training mode.
 
-Rule: in every batch of a training loader (one that feeds backward passes or
-optimizer steps) dropout must be applied and batch-norm must use batch
-statistics. The usual failure is training resumed after a validation pass that
-switched the model to evaluation mode and never switched it back. Not
-applicable when no dropout or batch-norm layer runs.
+Rule: for each model (top-level module), follow its training forwards (those a
+backward pass reached). Once one of them ran dropout or batch-norm in training
+behaviour, a later one in which every such layer behaved as in evaluation is
+training in evaluation mode: the usual cause is a validation pass that switched
+the model to evaluation and nothing switched it back. Freezing some layers on
+purpose (batch-norm in eval, dropout still on) passes. A model whose training
+forwards were all in evaluation behaviour from the first one cannot be told
+from a deliberate freeze. Not applicable when no dropout or batch-norm ran in training.
 """
 from __future__ import annotations
 
-from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
-from checker.probes.mode_ledger import ModeLedger
+from dataclasses import dataclass, field
+
+from checker.facts import RunFacts
+from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
+from checker.probes.mode_ledger import forwards_in
 
 ID = "train-mode"
 TITLE = "training in train mode"
 
 
-class Observer(ModeLedger):
+@dataclass
+class Observation:
+    forwards: int = 0  # training forwards that ran dropout or batch-norm
+    regressed: int = 0  # ... all in evaluation behaviour after an earlier one in training behaviour
+    first_regressed: int | None = None  # its ordinal among those forwards
+    frozen_from_start: list[str] = field(default_factory=list)  # models never in training behaviour
+    eval_like: list[int] = field(default_factory=list)  # 1 per forward in evaluation behaviour, in order
+
+
+class Observer:
     def __init__(self, session):
-        super().__init__(session, ID)
+        self.session = session
+
+    def summary(self) -> Observation:
+        forwards = forwards_in(self.session, "train")
+        obs = Observation(forwards=len(forwards))
+        was_active: dict[int, bool] = {}
+        names: dict[int, str] = {}
+        for i, f in enumerate(forwards):
+            names[f.module] = f.name
+            eval_like = f.modes == {"inactive"}
+            obs.eval_like.append(int(eval_like))
+            if eval_like and was_active.get(f.module):
+                obs.regressed += 1
+                obs.first_regressed = i if obs.first_regressed is None else obs.first_regressed
+            was_active[f.module] = was_active.get(f.module, False) or "active" in f.modes
+        obs.frozen_from_start = sorted({names[m] for m, active in was_active.items() if not active})
+        return obs
 
 
-def judge(obs: dict, facts: dict) -> Finding:
-    rows = [row for row in obs["passes"] if row["role"] == "train"]
-    if not obs["mode_sensitive_layers"]:
-        return Finding(ID, TITLE, NOT_APPLICABLE, message="no dropout or batch-norm layer ran")
-    if not rows:
-        return Finding(ID, TITLE, NOT_APPLICABLE, message="no training pass was observed")
-    batches = sum(row["batches"] for row in rows)
-    inactive = sum(row["inactive"] for row in rows)
-    series = {"eval-mode batches per training pass": [row["inactive"] for row in rows]}
-    measured, threshold = f"{inactive} of {batches} batches", "0"
-    if inactive:
-        first = next(i for i, row in enumerate(rows) if row["inactive"])
+def judge(obs: Observation, facts: RunFacts) -> Finding:
+    if not obs.forwards:
+        return Finding(ID, TITLE, NOT_APPLICABLE, message="no dropout or batch-norm layer ran in a training forward")
+    series = {"eval-mode training forwards": obs.eval_like}
+    measured, threshold = f"{obs.regressed} of {obs.forwards} forwards", "0"
+    if obs.regressed:
         return Finding(ID, TITLE, FAIL, measured, threshold,
-                       f"dropout or batch-norm behaved as in evaluation in {inactive} of {batches} training batches "
-                       f"(from training pass {first + 1} of {len(rows)} on)", series)
-    return Finding(ID, TITLE, PASS, measured, threshold, "every training batch ran with dropout and batch-norm active",
+                       f"dropout and batch-norm behaved as in evaluation in {obs.regressed} of {obs.forwards} "
+                       f"training forwards (from forward {obs.first_regressed + 1} on), after earlier ones "
+                       "had them active", series)
+    if obs.frozen_from_start:
+        return Finding(ID, TITLE, CANNOT_TELL, measured, threshold,
+                       f"{', '.join(obs.frozen_from_start)} trained with dropout and batch-norm in evaluation "
+                       "behaviour from the start: a deliberate freeze cannot be told from a mistake", series)
+    return Finding(ID, TITLE, PASS, measured, threshold, "every training forward ran with dropout and batch-norm active",
                    series)

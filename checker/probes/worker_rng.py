@@ -2,49 +2,58 @@
 
 Rule: each generator a training loader's workers draw from (the dataset's own
 ``torch.Generator``, ``random.Random`` or NumPy generator, and the process-wide
-ones) is fingerprinted in each worker after its ``worker_init_fn``; the starting
+ones; generators held by transforms, containers and closures the dataset reaches
+too) is fingerprinted in each worker after its ``worker_init_fn``; the starting
 state is reported the first time a batch changes it. Two equal starting states
 (two workers, or two epochs) mean a replayed stream. PyTorch re-seeds only the
-process-wide generators, never a generator object the dataset owns. Loading with
-fewer than two workers cannot show the problem, so it does not pass: ``num_workers=0``,
-a constant seed and a seed from the worker id alone (repeats every epoch) all fail.
+process-wide generators, never a generator object the dataset owns. Loading
+in the main process (``num_workers=0``) cannot show the problem: the probe cannot
+tell, which is not a pass. A constant seed and a seed from the worker id alone
+(repeats every epoch) fail.
 Not applicable when loading draws no random numbers.
 """
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, field
 
-from checker.findings import ERROR, FAIL, NOT_APPLICABLE, PASS, Finding
+from checker.facts import RunFacts
+from checker.findings import CANNOT_TELL, ERROR, FAIL, NOT_APPLICABLE, PASS, Finding
 
 ID = "worker-rng"
 TITLE = "distinct augmentation per worker"
 MIN_WORKERS = 2
 
 
+@dataclass
+class Observation:
+    reports: list[dict] = field(default_factory=list)  # one per generator start, see checker.workers
+
+
 class Observer:
     def __init__(self, session):
         self.session = session
 
-    def summary(self) -> dict:
+    def summary(self) -> Observation:
         from checker.workers import read_reports
 
         train = self.session.training_loaders()
-        return {"reports": [r for r in read_reports(self.session.channel_dir) if r["loader"] in train]}
+        return Observation([r for r in read_reports(self.session.channel_dir) if r["loader"] in train])
 
 
-def judge(obs: dict, facts: dict) -> Finding:
-    reports = obs["reports"]
+def judge(obs: Observation, facts: RunFacts) -> Finding:
+    reports = obs.reports
     errors = [r["error"] for r in reports if "error" in r]
     if errors:
         return Finding(ID, TITLE, ERROR, message=f"the checker could not fingerprint generators: {errors[0]}")
     if not reports:
         return Finding(ID, TITLE, NOT_APPLICABLE, message="loading training data drew no random numbers")
-    few = [r for r in reports if r["workers"] < MIN_WORKERS]
-    if few:
-        where = "the main process" if few[0]["workers"] == 0 else "a single worker"
-        return Finding(ID, TITLE, FAIL, f"{few[0]['workers']} workers", f"≥ {MIN_WORKERS} workers",
-                       f"random augmentation ({few[0]['generator']}) was drawn in {where}, "
-                       f"so parallel loading never ran")
+    main = [r for r in reports if r["workers"] == 0]
+    reports = [r for r in reports if r["workers"]]
+    if not reports:
+        return Finding(ID, TITLE, CANNOT_TELL, "0 workers", f"≥ {MIN_WORKERS} workers",
+                       f"random augmentation ({main[0]['generator']}) was drawn in the main process (num_workers=0), "
+                       "where no worker can replay another's stream: load with workers to check")
     streams: dict[tuple, list[str]] = defaultdict(list)
     for r in reports:
         streams[r["loader"], r["generator"]].append(r["start"])

@@ -1,0 +1,104 @@
+"""The events the observed run is turned into, and the records they carry.
+
+Probes subscribe to :class:`Event` members, never to strings, so a mistyped
+event is an ``AttributeError`` at import instead of a subscription that never
+fires. The records are plain dataclasses; this module does not import torch.
+
+==================  ==========================================================
+event               arguments
+==================  ==========================================================
+``BATCH``           the batch a DataLoader just yielded (``session.current`` is its pass)
+``PASS_END``        the :class:`Pass` whose DataLoader iterator just ran out
+``FORWARD``         a :class:`Forward` that just started (a top-level module call)
+``FORWARD_END``     ``(forward, output)`` once that call returned
+``MODULE``          a module about to run (every module, every call)
+``BACKWARD``        the tensor handed to ``backward()``
+``GRAD``            ``(param, grad)``: a gradient contribution to a parameter, before it is added to ``.grad``
+``UPDATE_PRE``      an :class:`Update` about to change parameters (``optimizer.step()``), or one a
+                    manual update already made (seen at the next backward, ``update.manual``)
+``UPDATE_POST``     the same :class:`Update` after it
+``CLIP``            ``(params, max_norm, norm_type, total_norm)`` of ``clip_grad_norm_``
+``MODE``            ``(kind, training)`` for each dropout or batch-norm computation
+``LOSS``            a :class:`LossCall` of a loss function of ``torch.nn.functional``
+``SCHEDULER``       a learning-rate scheduler, right after it was constructed
+``SCHEDULER_STEP``  ``(scheduler, nested)``: a scheduler's ``step()``; nested when called by another scheduler
+==================  ==========================================================
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Event(enum.Enum):
+    BATCH = "batch"
+    PASS_END = "pass-end"
+    FORWARD = "forward"
+    FORWARD_END = "forward-end"
+    MODULE = "module"
+    BACKWARD = "backward"
+    GRAD = "grad"
+    UPDATE_PRE = "update-pre"
+    UPDATE_POST = "update-post"
+    CLIP = "clip"
+    MODE = "mode"
+    LOSS = "loss"
+    SCHEDULER = "scheduler"
+    SCHEDULER_STEP = "scheduler-step"
+
+
+@dataclass
+class Pass:
+    """One iteration over a DataLoader (usually: one epoch of it)."""
+
+    index: int
+    loader: int
+    batches: int = 0
+    updates: int = 0  # updates that applied gradients of this pass's batches
+
+
+@dataclass
+class Forward:
+    """A top-level module call: the model (or a GAN's generator, ...) run on one input.
+
+    Its phase is known only afterwards: see :meth:`checker.session.Session.phase`.
+    """
+
+    index: int
+    module: int  # id() of the module
+    name: str  # the module's class name
+    grad: bool  # grad mode was on
+    pass_index: int | None  # the DataLoader pass whose batch was current, if any
+    updates_before: int  # updates made before it started
+    batch: int | None = None  # the leading dimension of its first input tensor
+    reached: bool = False  # a backward (or autograd.grad) reached its output
+    fed: list[int] = field(default_factory=list)  # earlier forwards whose outputs were its inputs
+    modes: set[str] = field(default_factory=set)  # "active" / "inactive" dropout or batch-norm computations
+    ref: Any = None  # a weak reference to the module
+
+
+@dataclass
+class Update:
+    """Parameters changed by an optimizer step, or by hand (``p.data.add_(...)``, ``p -= lr * p.grad``)."""
+
+    index: int
+    params: list  # the parameter tensors it updates
+    optimizer: Any = None  # None for a manual update
+    pass_index: int | None = None
+
+    @property
+    def manual(self) -> bool:
+        return self.optimizer is None
+
+
+@dataclass
+class LossCall:
+    """A call of a loss function (``F.cross_entropy``, ``nn.BCELoss()``, ...)."""
+
+    kind: str  # the function's name
+    input: Any
+    target: Any
+    output: Any
+    reduction: str
+    forward: int | None  # index of the last top-level forward that started before it

@@ -1,0 +1,301 @@
+"""Where the observed run meets PyTorch: global hooks and a few wrapped entry points, all feeding a Session.
+
+Every wrapper calls the original with exactly the arguments it was given and
+reads those arguments through the original's own signature, so defaults (e.g.
+``F.alpha_dropout``'s ``training=False``) never change. What was installed is
+remembered, so that a script that removes or replaces it can be told apart.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch.amp import grad_scaler
+from torch.nn.modules import module as module_hooks
+from torch.optim import lr_scheduler
+from torch.optim import optimizer as optimizer_hooks
+from torch.utils.data import DataLoader
+
+from checker import workers
+from checker.events import Event, LossCall, Pass
+from checker.session import Session
+
+DROPOUT_FUNCTIONS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
+LOSS_FUNCTIONS = ("cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "mse_loss",
+                  "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "gaussian_nll_loss", "poisson_nll_loss")
+
+
+class Instrumentation:
+    def __init__(self, session: Session):
+        self.session = session
+        self._patched: list[tuple[Any, str, Any]] = []
+        self._hooks: list[tuple[Any, str, Any, int]] = []
+        self._loaders: dict[int, int] = {}
+        self._loader_refs: list[DataLoader] = []  # keeps id() unique for the whole run
+        self._scheduler_init = 0
+        self._scheduler_step = 0
+
+    def install(self) -> None:
+        s = self.session
+        self._hook(module_hooks, "_global_forward_pre_hooks",
+                   module_hooks.register_module_forward_pre_hook(lambda m, args: s.module_pre(m, args)))
+        self._hook(module_hooks, "_global_forward_hooks", module_hooks.register_module_forward_hook(
+            lambda m, args, out: s.module_post(m, out), always_call=True))
+        self._hook(optimizer_hooks, "_global_optimizer_pre_hooks",
+                   optimizer_hooks.register_optimizer_step_pre_hook(lambda opt, a, k: s.step_pre(opt)))
+        self._hook(optimizer_hooks, "_global_optimizer_post_hooks",
+                   optimizer_hooks.register_optimizer_step_post_hook(lambda opt, a, k: s.step_post(opt)))
+        self._wrap_before(torch.autograd, "backward", self._before_backward)
+        self._wrap_add_param_group()
+        self._wrap_dataloader()
+        self._wrap_clip()
+        self._wrap_mode_functions()
+        self._wrap_losses()
+        self._wrap_grad_scaler()
+        self._wrap_schedulers()
+
+    def tampering(self) -> list[str]:
+        """What of the instrumentation the script removed or replaced (empty when intact)."""
+        found = [f"{getattr(owner, '__name__', owner)}.{registry}" for owner, registry, hooks, hook_id in self._hooks
+                 if getattr(owner, registry) is not hooks or hook_id not in hooks]
+        found += [f"{getattr(owner, '__qualname__', getattr(owner, '__name__', owner))}.{name}"
+                  for owner, name, replacement in self._patched if vars(owner).get(name) is not replacement]
+        return found
+
+    # -- plumbing -----------------------------------------------------------
+    def _patch(self, owner: Any, name: str, replacement: Any) -> None:
+        setattr(owner, name, replacement)
+        self._patched.append((owner, name, replacement))
+
+    def _hook(self, owner: Any, registry: str, handle: Any) -> None:
+        self._hooks.append((owner, registry, getattr(owner, registry), handle.id))
+
+    def _wrap_before(self, owner: Any, name: str, before: Callable) -> None:
+        original = getattr(owner, name)
+
+        @functools.wraps(original)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            before(*args, **kwargs)
+            return original(*args, **kwargs)
+
+        self._patch(owner, name, wrapper)
+
+    def _before_backward(self, tensors: Any, *args: Any, **kwargs: Any) -> None:
+        self.session.before_backward(tensors[0] if isinstance(tensors, (tuple, list)) else tensors)
+
+    # -- optimizers, loaders, clipping ---------------------------------------
+    def _wrap_add_param_group(self) -> None:
+        original = torch.optim.Optimizer.add_param_group
+        session = self.session
+
+        @functools.wraps(original)
+        def add_param_group(optimizer: torch.optim.Optimizer, param_group: dict) -> None:
+            original(optimizer, param_group)
+            if not session._quiet:
+                session.add_optimizer(optimizer)
+
+        self._patch(torch.optim.Optimizer, "add_param_group", add_param_group)
+
+    def _wrap_dataloader(self) -> None:
+        original = DataLoader.__iter__
+        instrumentation, session = self, self.session
+
+        @functools.wraps(original)
+        def __iter__(loader: DataLoader):
+            key = instrumentation._loaders.setdefault(id(loader), len(instrumentation._loaders))
+            if len(instrumentation._loader_refs) <= key:
+                instrumentation._loader_refs.append(loader)
+            observed = Pass(len(session.passes), key)
+            session.passes.append(observed)
+            with workers.observed(loader, session.channel_dir, key, observed.index):
+                iterator = original(loader)
+            return ObservedIterator(iterator, session, observed, loader)
+
+        self._patch(DataLoader, "__iter__", __iter__)
+
+    def _wrap_clip(self) -> None:
+        from torch.nn.utils import clip_grad
+
+        original = clip_grad.clip_grad_norm_
+        read = arguments_of(original)
+        session = self.session
+
+        @functools.wraps(original)
+        def clip_grad_norm_(*args: Any, **kwargs: Any):
+            given = read(args, kwargs)
+            parameters = given["parameters"]
+            params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
+            args = (params, *args[1:]) if args else args
+            kwargs = {**kwargs, "parameters": params} if "parameters" in kwargs else kwargs
+            norm = original(*args, **kwargs)
+            session.emit(Event.CLIP, params, float(given["max_norm"]), float(given["norm_type"]), float(norm))
+            return norm
+
+        self._patch(clip_grad, "clip_grad_norm_", clip_grad_norm_)
+        self._patch(torch.nn.utils, "clip_grad_norm_", clip_grad_norm_)
+
+    # -- functions whose behaviour depends on the mode, and losses ----------------
+    def _wrap_mode_functions(self) -> None:
+        session = self.session
+
+        def observe_dropout(original: Callable) -> Callable:
+            read = arguments_of(original)
+
+            @functools.wraps(original)
+            def dropout(*args: Any, **kwargs: Any):
+                given = read(args, kwargs)
+                if given["p"] > 0:
+                    session.mode("dropout", bool(given["training"]))
+                return original(*args, **kwargs)
+
+            return dropout
+
+        for name in DROPOUT_FUNCTIONS:
+            self._patch(F, name, observe_dropout(getattr(F, name)))
+
+        original_bn = F.batch_norm
+        read_bn = arguments_of(original_bn)
+
+        @functools.wraps(original_bn)
+        def batch_norm(*args: Any, **kwargs: Any):
+            given = read_bn(args, kwargs)
+            if given["running_mean"] is not None:  # without running statistics, train and eval behave alike
+                session.mode("batchnorm", bool(given["training"]))
+            return original_bn(*args, **kwargs)
+
+        self._patch(F, "batch_norm", batch_norm)
+
+    def _wrap_losses(self) -> None:
+        session = self.session
+
+        def observe(name: str, original: Callable) -> Callable:
+            read = arguments_of(original)
+
+            @functools.wraps(original)
+            def loss(*args: Any, **kwargs: Any):
+                output = original(*args, **kwargs)
+                given = read(args, kwargs)
+                forward = session.last_forward.index if session.last_forward is not None else None
+                session.loss(LossCall(name, given["input"], given["target"], output, reduction_of(given), forward))
+                return output
+
+            return loss
+
+        for name in LOSS_FUNCTIONS:
+            if hasattr(F, name):
+                self._patch(F, name, observe(name, getattr(F, name)))
+
+    # -- mixed precision and schedulers ------------------------------------
+    def _wrap_grad_scaler(self) -> None:
+        scaler_class = grad_scaler.GradScaler
+        original_scale, original_step = scaler_class.scale, scaler_class.step
+        session = self.session
+
+        @functools.wraps(original_scale)
+        def scale(scaler: Any, outputs: Any) -> Any:
+            scaled = original_scale(scaler, outputs)
+            if isinstance(scaled, torch.Tensor) and scaled is not outputs and scaler.is_enabled():
+                session.scaled(scaled, float(scaler.get_scale()))
+            return scaled
+
+        @functools.wraps(original_step)
+        def step(scaler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+            before = session.updates
+            result = original_step(scaler, optimizer, *args, **kwargs)
+            if session.updates == before and scaler.is_enabled():
+                session.scaler_skipped()
+            return result
+
+        self._patch(scaler_class, "scale", scale)
+        self._patch(scaler_class, "step", step)
+
+    def _wrap_schedulers(self) -> None:
+        for cls in vars(lr_scheduler).values():
+            if isinstance(cls, type) and issubclass(cls, lr_scheduler.LRScheduler) and "__init__" in vars(cls):
+                self._patch(cls, "__init__", self._observed_init(cls.__init__))
+
+    def _observed_init(self, original: Callable) -> Callable:
+        instrumentation = self
+
+        @functools.wraps(original)
+        def __init__(scheduler: Any, *args: Any, **kwargs: Any) -> None:
+            if instrumentation._scheduler_init:  # a base class's __init__ under the outermost one
+                return original(scheduler, *args, **kwargs)
+            instrumentation._scheduler_init += 1
+            try:
+                original(scheduler, *args, **kwargs)
+            finally:
+                instrumentation._scheduler_init -= 1
+            scheduler.step = instrumentation._observed_step(scheduler, scheduler.step)
+            instrumentation.session.emit(Event.SCHEDULER, scheduler)
+
+        return __init__
+
+    def _observed_step(self, scheduler: Any, original: Callable) -> Callable:
+        instrumentation = self
+
+        @functools.wraps(original)
+        def step(*args: Any, **kwargs: Any) -> Any:
+            if instrumentation._scheduler_init:
+                return original(*args, **kwargs)
+            nested = instrumentation._scheduler_step > 0
+            instrumentation._scheduler_step += 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                instrumentation._scheduler_step -= 1
+                instrumentation.session.emit(Event.SCHEDULER_STEP, scheduler, nested)
+
+        return step
+
+
+class ObservedIterator:
+    """Wraps a DataLoader iterator: marks pass and batch boundaries, then gets out of the way."""
+
+    def __init__(self, inner: Any, session: Session, observed: Pass, loader: DataLoader):
+        self._inner, self._session, self._pass = inner, session, observed
+        self._rng_probe = workers.MainProcessProbe(loader, session.channel_dir, observed.loader, observed.index)
+
+    def __iter__(self) -> "ObservedIterator":
+        return self
+
+    def __next__(self) -> Any:
+        self._rng_probe.before_fetch()
+        try:
+            batch = next(self._inner)
+        except StopIteration:
+            self._session.end_pass(self._pass)
+            raise
+        self._rng_probe.after_fetch()
+        self._session.start_batch(self._pass, batch)
+        return batch
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def arguments_of(function: Callable) -> Callable[[tuple, dict], dict]:
+    """A reader of a call's arguments by name, with the function's own defaults filled in."""
+    signature = inspect.signature(function)
+
+    def read(args: tuple, kwargs: dict) -> dict:
+        bound = signature.bind_partial(*args, **kwargs)
+        bound.apply_defaults()
+        return bound.arguments
+
+    return read
+
+
+def reduction_of(given: dict) -> str:
+    """The effective reduction, legacy ``size_average`` / ``reduce`` included."""
+    if given.get("reduce") is False:
+        return "none"
+    if given.get("size_average") is False:
+        return "sum"
+    return given.get("reduction", "mean")
