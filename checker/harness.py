@@ -16,6 +16,7 @@ import traceback
 from checker import record
 
 HEARTBEAT = "heartbeat"
+_kept: list[dict] = []
 
 
 def script_traceback(exc: BaseException, script: str) -> str:
@@ -31,7 +32,7 @@ def run_script(script: str, device: str) -> dict:
     sys.argv = [script]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
     try:
-        runpy.run_path(script, run_name="__main__")
+        _kept.append(runpy.run_path(script, run_name="__main__"))  # its objects stay alive for the summary
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         return {"status": "finished" if code == 0 else "exit", "code": code, "exit_called": True}

@@ -130,6 +130,7 @@ class Instrumentation:
             params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
             args = (params, *args[1:]) if args else args
             kwargs = {**kwargs, "parameters": params} if "parameters" in kwargs else kwargs
+            session.before_clip()
             norm = original(*args, **kwargs)
             session.emit(Event.CLIP, params, float(given["max_norm"]), float(given["norm_type"]), float(norm))
             return norm

@@ -64,7 +64,10 @@ class Session:
     _last_updater: int | None = None
     _alternations: int = 0  # updates by another optimizer than the last, with a backward in between
     _updates_by: dict[int, int] = field(default_factory=lambda: defaultdict(int))
-    _unused_outputs: OrderedDict = field(default_factory=OrderedDict)  # storage pointer -> Forward
+    _unused_outputs: OrderedDict = field(default_factory=OrderedDict)  # storage pointer -> (tensor ref, Forward)
+    _models: dict[int, Any] = field(default_factory=dict)  # id -> weak reference, every top-level module
+    _hand_models: set[int] = field(default_factory=set)  # ... that had parameters updated by hand
+    _hand_trained: set[int] = field(default_factory=set)  # ids of their parameters
     _scaled: dict[int, float] = field(default_factory=dict)  # id of a GradScaler-scaled loss -> its scale
     _quiet: bool = False
     _last_beat: float = 0.0
@@ -123,7 +126,7 @@ class Session:
         return EVAL
 
     def trained_params(self) -> list[torch.Tensor]:
-        """Parameters an optimizer holds, or that received gradient and were changed by hand."""
+        """Parameters an optimizer holds, or that were changed by hand (still alive)."""
         seen: dict[int, torch.Tensor] = {}
         for opt in self.optimizers:
             for group in opt.param_groups:
@@ -133,6 +136,11 @@ class Session:
         for p in self.params.updated_by_hand():
             seen.setdefault(id(p), p)
         return list(seen.values())
+
+    def trained_ids(self) -> set[int]:
+        """Ids of the trained parameters, with every parameter of a model that was updated by hand (a loop
+        over ``model.parameters()`` trains them all, gradient or not)."""
+        return {id(p) for p in self.trained_params()} | self._hand_trained
 
     # -- the timeline, fed by checker.instrument ------------------------------
     def start_batch(self, observed: Pass, batch: Any) -> None:
@@ -170,10 +178,11 @@ class Session:
                           self.current.index if self.current is not None else None, self.updates,
                           inputs[0].shape[0] if inputs and inputs[0].dim() else None, ref=weakref.ref(module))
         for t in inputs:
-            producer = self._unused_outputs.get(t.untyped_storage().data_ptr())
-            if producer is not None:
-                producer.fed.append(forward.index)
+            held = self._unused_outputs.get(t.untyped_storage().data_ptr())
+            if held is not None and held[0]() is not None:  # still alive: the pointer was not reused
+                held[1].fed.append(forward.index)
         self.forwards.append(forward)
+        self._models.setdefault(id(module), forward.ref)
         self.forward = self.last_forward = forward
         self.emit(Event.FORWARD, forward)
 
@@ -188,7 +197,7 @@ class Session:
             if t.requires_grad and t.grad_fn is not None:
                 t.register_hook(reached)
             elif not forward.grad:
-                self._unused_outputs[t.untyped_storage().data_ptr()] = forward
+                self._unused_outputs[t.untyped_storage().data_ptr()] = (weakref.ref(t), forward)
                 while len(self._unused_outputs) > RECENT_OUTPUTS:
                     self._unused_outputs.popitem(last=False)
         self.beat()
@@ -245,10 +254,21 @@ class Session:
         self.scaler_skips += 1
         self._credit()
 
+    def before_clip(self) -> None:
+        """A manual update made between the backward and this clip is seen before the clip, not after it."""
+        self._check_manual_update()
+
     def _check_manual_update(self) -> None:
         changed = self.params.changed_by_hand()
         if not changed:
             return
+        ids = {id(p) for p in changed}
+        for key, ref in self._models.items():
+            model = ref()
+            params = [p for p in model.parameters() if p.requires_grad] if model is not None else []
+            if key not in self._hand_models and any(id(p) in ids for p in params):
+                self._hand_models.add(key)
+                self._hand_trained |= {id(p) for p in params}
         update = Update(self.updates, changed, None, self.current.index if self.current is not None else None)
         self.emit(Event.UPDATE_PRE, update)
         self.manual_updates += 1

@@ -5,8 +5,10 @@ norm type. At each later optimizer step, just before the update, the gradient
 norm of each clipped parameter set must be at most ``max_norm`` (times 1 + 1e-6).
 Clipping after ``optimizer.step()`` leaves the applied gradients unclipped. The
 figures also show how often clipping engaged; a clip value that is never
-exceeded cannot tell the two orders apart. Manual updates are seen only after
-the fact, when their gradients may already be reset, so they are not judged.
+exceeded cannot tell the two orders apart. A manual update (no ``torch.optim``)
+is seen when the next clip or backward begins: if a clip ran between the
+backward and the update, the update applied clipped gradients; if the update
+came first, the clip that follows measured exactly the gradients it applied.
 Not applicable without clipping.
 """
 from __future__ import annotations
@@ -37,30 +39,46 @@ class Observer:
         self.session = session
         self.clipped: dict[tuple, tuple] = {}  # parameter ids -> (params, max_norm, norm_type)
         self.obs = Observation()
+        self.clip_since_backward: tuple[float, float] | None = None  # (max_norm, measured) of the last clip
+        self.manual_since_backward = False
         session.on(Event.CLIP, ID, self.on_clip)
         session.on(Event.UPDATE_PRE, ID, self.on_update)
+        session.on(Event.BACKWARD, ID, self.on_backward)
+
+    def on_backward(self, loss) -> None:
+        self.clip_since_backward, self.manual_since_backward = None, False
+
+    def count(self, norm: float, max_norm: float) -> None:
+        self.obs.steps += 1
+        self.obs.over += norm > max_norm * (1 + RTOL)
+        self.obs.applied_norms.append(norm)
 
     def on_clip(self, params, max_norm, norm_type, total_norm) -> None:
         self.obs.calls += 1
         self.obs.engaged += total_norm > max_norm
         self.obs.max_norm = max_norm
         self.clipped[tuple(id(p) for p in params)] = (params, max_norm, norm_type)
+        if self.manual_since_backward:  # the update came before this clip: it applied what the clip measured
+            self.count(total_norm, max_norm)
+        self.clip_since_backward = (max_norm, total_norm)
 
     def on_update(self, update) -> None:
         if update.manual:
+            self.manual_since_backward = True
+            if self.clip_since_backward is not None:
+                max_norm, measured = self.clip_since_backward
+                self.count(min(measured, max_norm), max_norm)
             return
         ids = {id(p) for p in update.params}
         sets = [entry for key, entry in self.clipped.items() if ids.intersection(key)]
         if not sets:
             return
-        self.obs.steps += 1
-        ratio, norm = max(
-            (norm / max_norm if max_norm else float("inf"), norm)
+        ratio, norm, max_norm = max(
+            (norm / max_norm if max_norm else float("inf"), norm, max_norm)
             for params, max_norm, norm_type in sets
             for norm in [self.session.total_norm([p.grad for p in params if p.grad is not None], norm_type)]
         )
-        self.obs.over += ratio > 1 + RTOL
-        self.obs.applied_norms.append(norm)
+        self.count(norm, max_norm)
 
     def summary(self) -> Observation:
         return self.obs
@@ -70,9 +88,7 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
     if not obs.calls:
         return Finding(ID, TITLE, NOT_APPLICABLE, message="gradients are not clipped")
     if not obs.steps:
-        why = ("updates are made by hand, so the gradients they applied cannot be seen" if facts.manual_updates else
-               "no optimizer step followed a clipping call")
-        return Finding(ID, TITLE, NOT_APPLICABLE, message=why)
+        return Finding(ID, TITLE, NOT_APPLICABLE, message="no update followed a clipping call")
     steps, over, clip = obs.steps, obs.over, obs.max_norm
     series = {"applied gradient norm per step": obs.applied_norms, "clip value": [clip]}
     measured, threshold = f"{over} of {steps} steps > {clip:g}", "0"

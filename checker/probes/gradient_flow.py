@@ -71,7 +71,7 @@ class Observer:
 
     def summary(self) -> Observation:
         self._settle()
-        trained = {id(p) for p in self.session.trained_params()}
+        trained = self.session.trained_ids()
         took_part = self.ran & trained
         starved = took_part - self.reached
         return Observation(len(took_part), sorted(self.names.get(i, "an unnamed parameter") for i in starved))

@@ -2,7 +2,8 @@
 
 Rule: every top-level forward run with gradients gets a sentinel in its output's
 ``grad_fn.metadata``; the sentinel dies exactly when that graph node is freed.
-The graphs alive are counted at every update, and at every batch of an
+The graphs alive are counted at every update (a series per optimizer, so that
+a GAN's alternating steps are compared like with like), and at every batch of an
 evaluation loader and at its end. A leak is growth: the count rising at each of at least ``GROWTH``
 consecutive counts, a rise that either lasts to the end of the run or ends in a
 drop (a total reset at the end of an epoch), never one that levels off (a bounded
@@ -32,7 +33,7 @@ MIN_COUNTS = GROWTH + 1
 @dataclass
 class Observation:
     tagged: int = 0
-    alive: list[int] = field(default_factory=list)  # graphs alive at each update
+    alive: list[list[int]] = field(default_factory=list)  # graphs alive at each update, per optimizer (or by hand)
     eval_alive: list[list[int]] = field(default_factory=list)  # ... at each batch of each evaluation pass
 
 
@@ -47,6 +48,7 @@ class Observer:
         self.lock = threading.Lock()  # graphs may be freed on autograd's worker threads
         self.tagged = 0
         self.counts: list[tuple[int, int | None]] = []  # (alive, pass index of an evaluation batch or None)
+        self.per_updater: dict[int, list[int]] = {}  # id of the optimizer (0: by hand) -> alive at its updates
         session.on(Event.FORWARD_END, ID, self.on_forward_end)
         session.on(Event.UPDATE_POST, ID, self.on_update)
         session.on(Event.BATCH, ID, self.on_batch)
@@ -68,7 +70,7 @@ class Observer:
             self.alive -= 1
 
     def on_update(self, update) -> None:
-        self.counts.append((self.alive, None))
+        self.per_updater.setdefault(id(update.optimizer) if update.optimizer is not None else 0, []).append(self.alive)
 
     def on_batch(self, batch) -> None:
         self.counts.append((self.alive, self.session.current.index))
@@ -81,8 +83,7 @@ class Observer:
         for alive, pass_index in self.counts:
             if pass_index is not None and self.session.role(pass_index) == "eval":
                 evals.setdefault(pass_index, []).append(alive)
-        return Observation(self.tagged, [alive for alive, pass_index in self.counts if pass_index is None],
-                           list(evals.values()))
+        return Observation(self.tagged, list(self.per_updater.values()), list(evals.values()))
 
 
 def first_graph_node(output):
@@ -112,19 +113,16 @@ def growth(alive: list[int]) -> tuple[int, int, int]:
 
 
 def judge(obs: Observation, facts: RunFacts) -> Finding:
-    series = {"graphs alive per step": obs.alive}
     if obs.tagged == 0:
         return Finding(ID, TITLE, NOT_APPLICABLE, message="no forward pass built an autograd graph")
-    sequences = [(obs.alive, "steps")] + [(alive, "validation batches") for alive in obs.eval_alive]
+    sequences = [(alive, "steps") for alive in obs.alive] + [(alive, "validation batches") for alive in obs.eval_alive]
     counted = [(alive, unit) for alive, unit in sequences if len(alive) >= MIN_COUNTS]
     if not counted:
-        return Finding(ID, TITLE, NOT_APPLICABLE,
-                       message=f"too few steps ({len(obs.alive)}) to see whether live graphs grow")
-    (rises, start, end), unit = max((growth(alive), unit) for alive, unit in counted)
+        return Finding(ID, TITLE, NOT_APPLICABLE, message="too few steps to see whether live graphs grow")
+    (rises, start, end), unit, worst = max((growth(alive), unit, alive) for alive, unit in counted)
+    series = {f"graphs alive per {'step' if unit == 'steps' else 'validation batch'}": worst}
     measured, threshold = f"{rises} rises in a row", f"< {GROWTH}"
     if rises >= GROWTH:
-        if unit != "steps":
-            series = {"graphs alive per validation batch": next(a for a, u in counted if growth(a)[0] == rises)}
         return Finding(ID, TITLE, FAIL, measured, threshold,
                        f"the autograd graphs alive at once grew at {rises} {unit} in a row, from {start} to {end}: "
                        f"earlier graphs are never freed", series)

@@ -2,9 +2,10 @@
 
 Rule: for each model (top-level module), follow its training forwards (those a
 backward pass reached). Once one of them ran dropout or batch-norm in training
-behaviour, a later one in which every such layer behaved as in evaluation is
-training in evaluation mode: the usual cause is a validation pass that switched
-the model to evaluation and nothing switched it back. Freezing some layers on
+behaviour (or once the model was evaluated, in evaluation behaviour, before its
+first training forward), a later one in which every such layer behaved as in
+evaluation is training in evaluation mode: the usual cause is a validation pass
+that switched the model to evaluation and nothing switched it back. Freezing some layers on
 purpose (batch-norm in eval, dropout still on) passes. A model whose training
 forwards were all in evaluation behaviour from the first one cannot be told
 from a deliberate freeze. Not applicable when no dropout or batch-norm ran in training.
@@ -37,7 +38,7 @@ class Observer:
     def summary(self) -> Observation:
         forwards = forwards_in(self.session, "train")
         obs = Observation(forwards=len(forwards))
-        was_active: dict[int, bool] = {}
+        was_active = self.evaluated_first(forwards)  # a model evaluated before it trained counts as switched
         names: dict[int, str] = {}
         for i, f in enumerate(forwards):
             names[f.module] = f.name
@@ -49,6 +50,16 @@ class Observer:
             was_active[f.module] = was_active.get(f.module, False) or "active" in f.modes
         obs.frozen_from_start = sorted({names[m] for m, active in was_active.items() if not active})
         return obs
+
+    def evaluated_first(self, training: list) -> dict[int, bool]:
+        """Models whose first training forward came after an evaluation forward of theirs in eval behaviour:
+        they were in training mode, were switched for evaluation, and (if now in eval) never switched back."""
+        first = {}
+        for f in training:
+            first.setdefault(f.module, f.index)
+        return {f.module: True for f in self.session.forwards
+                if f.module in first and f.index < first[f.module] and f.modes == {"inactive"}
+                and self.session.phase(f) == "eval"}
 
 
 def judge(obs: Observation, facts: RunFacts) -> Finding:
