@@ -53,9 +53,9 @@ def updating(folder: Path) -> Iterator[dict[str, Progress]]:
         write_text_atomically(state_path(folder), json.dumps(doc, indent=2) + "\n")
 
 
-def record_check(script: Path, exit_code: int) -> None:
-    """After `kata check` of a kata: passed on exit 0, failing otherwise."""
+def record_check(script: Path, solved: bool) -> None:
+    """After `kata check` of a kata: passed when solved (its bug's probes and health pass), failing otherwise."""
     with updating(script.parent) as progress:
         entry = progress.setdefault(script.stem, Progress())
-        entry.status = PASSED if exit_code == 0 else FAILED
+        entry.status = PASSED if solved else FAILED
         entry.checked_at = datetime.now(timezone.utc).isoformat(timespec="seconds")

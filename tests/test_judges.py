@@ -1,77 +1,152 @@
 """Judging is pure: the decisions on edge cases, from hand-made observations."""
 from __future__ import annotations
 
-from checker.facts import skipped_updates
-from checker.findings import FAIL, NOT_APPLICABLE, PASS
-from checker.probes import health, lr_schedule, worker_rng
+from checker.facts import PassFacts, RunFacts
+from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS
+from checker.probes import graphs_retained, grads_accumulate, health, lr_schedule, worker_rng
+from checker.probes.lr_schedule import ScheduleRecord
 
 
-def facts(passes, first=1, losses=(1.4, 1.0, 0.5), steps=None):
-    return {
-        "passes": [{"loader": 0, "role": role, "batches": b, "steps": s, "backwards": b} for role, b, s in passes],
-        "backwards_before_first_step": first,
-        "losses": list(losses),
-        "steps": sum(s for _, _, s in passes) if steps is None else steps,
-        "params_finite": True,
-    }
+def facts(passes=(), first=1, losses=(1.4, 1.0, 0.5), updates=None, backwards=None, **more) -> RunFacts:
+    return RunFacts(
+        passes=[PassFacts(0, role, b, u) for role, b, u in passes],
+        backwards_before_first_update=first,
+        losses=list(losses),
+        updates=sum(u for _, _, u in passes) if updates is None else updates,
+        backwards=sum(b for _, b, _ in passes) if backwards is None else backwards,
+        **more,
+    )
 
 
 def test_skipped_updates_allows_gradient_accumulation_but_not_skipping():
-    assert skipped_updates(facts([("train", 16, 8), ("train", 16, 8)], first=2)) == (0, 32)
-    assert skipped_updates(facts([("train", 16, 16), ("eval", 4, 0)])) == (0, 16)
-    assert skipped_updates(facts([("train", 16, 16), ("train", 16, 10)])) == (6, 32)
+    assert facts([("train", 16, 8), ("train", 16, 8)], first=2).skipped_updates() == (0, 32)
+    assert facts([("train", 16, 16), ("eval", 4, 0)]).skipped_updates() == (0, 16)
+    assert facts([("train", 16, 16), ("train", 16, 10)]).skipped_updates() == (6, 32)
 
 
-def scheduler(kind, horizon=None, steps=64, epochs=4):
-    return {"type": kind, "horizon": horizon, "steps": steps, "epochs": epochs}
+def test_without_dataloaders_a_batch_is_a_backward_pass():
+    assert facts(updates=40, backwards=40).skipped_updates() == (0, 40)
+    assert facts(updates=10, backwards=40, first=4).skipped_updates() == (0, 40)  # accumulation over 4
+    assert facts(updates=20, backwards=40).skipped_updates() == (19, 40)
 
 
-def test_intended_granularity_follows_the_scheduler_kind_and_horizon():
-    assert lr_schedule.intended(scheduler("OneCycleLR", 4)) == "per_step"
-    assert lr_schedule.intended(scheduler("StepLR")) == "per_epoch"
-    assert lr_schedule.intended(scheduler("CosineAnnealingLR", 60)) == "per_step"
-    assert lr_schedule.intended(scheduler("CosineAnnealingLR", 5)) == "per_epoch"
-    assert lr_schedule.intended(scheduler("LambdaLR")) is None
+def schedule(kind, horizon=None, calls=48, updates=48, epochs=3, **more) -> lr_schedule.Observation:
+    record = ScheduleRecord(kind, more.pop("base", kind), horizon, calls, updates_at_first_call=1, updates=updates,
+                            epochs=epochs, lrs=more.pop("lrs", [0.1] * updates), **more)
+    return lr_schedule.Observation([record])
 
 
-def test_unknown_scheduler_passes_at_either_granularity():
-    s = {**scheduler("LambdaLR"), "observed": [1.0] * 4, "step_ordinals": [0, 0, 1, 1],
-         "per_step": {"mismatches": 2, "error": None, "expected": []},
-         "per_epoch": {"mismatches": 0, "error": None, "expected": []}}
-    assert lr_schedule.judge({"schedulers": [s]}, {}).status == PASS
+def status(obs) -> str:
+    return lr_schedule.judge(obs, facts()).status
 
 
-def test_a_staircase_is_described_as_changing_only_between_epochs():
-    assert lr_schedule.shape_of([1, 1, 2, 2], [0, 0, 1, 1]) == "it changed only between epochs"
-    assert lr_schedule.shape_of([1, 1, 1, 1], [0, 0, 1, 1]) == "it never changed"
+def test_a_horizon_that_matches_neither_steps_nor_epochs_cannot_be_told():
+    assert status(schedule("CosineAnnealingLR", 200, calls=3)) == CANNOT_TELL  # per epoch, T_max longer than the run
+    assert status(schedule("CosineAnnealingLR", 200, calls=48)) == CANNOT_TELL  # moved per step: still not a pass
+
+
+def test_only_unambiguous_horizons_fail():
+    assert status(schedule("CosineAnnealingLR", 48, calls=3)) == FAIL  # horizon in steps, stepped per epoch
+    assert status(schedule("CosineAnnealingLR", 3, calls=48)) == FAIL  # horizon in epochs, stepped per step
+    assert status(schedule("CosineAnnealingLR", 3, calls=3)) == PASS
+    assert status(schedule("CosineAnnealingLR", 48, calls=48)) == PASS
+    assert status(schedule("LinearLR", 10, calls=48)) == PASS  # a warm-up shorter than the run
+
+
+def test_step_schedules_must_be_stepped_per_step():
+    assert status(schedule("OneCycleLR", 48, calls=48)) == PASS
+    assert status(schedule("OneCycleLR", 3, calls=3)) == FAIL  # the total_steps=epochs "workaround"
+
+
+def test_schedules_whose_intent_is_code_cannot_be_told():
+    assert status(schedule("WarmupLinear", base="LambdaLR", calls=48)) == CANNOT_TELL
+    assert status(schedule("WarmupLinear", base="LambdaLR", calls=3)) == CANNOT_TELL
+    assert status(schedule("ReduceLROnPlateau", calls=3)) == PASS
+    assert status(schedule("StepLR", calls=48)) == CANNOT_TELL
+
+
+def test_stepping_ahead_of_the_optimizer_and_a_collapsed_rate_fail():
+    ahead = schedule("OneCycleLR", 48)
+    ahead.schedulers[0].updates_at_first_call = 0
+    assert status(ahead) == FAIL
+    ahead.schedulers[0].skipped_before_first_call = True  # a GradScaler skipped the first update
+    assert status(ahead) == PASS
+    collapsed = [0.1] * 8 + [0.1 * 0.1 ** n for n in range(1, 41)]
+    assert status(schedule("StepLR", calls=48, lrs=collapsed)) == FAIL
+
+
+def test_nested_schedulers_are_judged_through_their_parent():
+    obs = schedule("LinearLR", 5, calls=0, nested=True)
+    assert lr_schedule.judge(obs, facts()).status == NOT_APPLICABLE
+
+
+def judge_graphs(*series, evals=()):
+    return graphs_retained.judge(graphs_retained.Observation(10, list(series), list(evals)), facts())
+
+
+def test_bounded_live_graphs_pass_and_growth_fails():
+    assert judge_graphs([1] * 20).status == PASS
+    assert judge_graphs([1, 2] * 10).status == PASS  # the last loss kept through validation
+    assert judge_graphs([1, 2, 3, 4, 5, 6, 7, 8, 9, 10] + [10] * 10).status == PASS  # a bounded buffer levels off
+    assert judge_graphs(list(range(1, 17)) * 3).status == FAIL  # growth cut back only at epoch end
+    assert judge_graphs([1] * 20, evals=[[1, 2, 3, 4, 5]]).status == FAIL  # a validation loss summed with its graph
+    assert judge_graphs([5, 7, 9, 11, 13, 15], [4, 6, 8, 10, 12, 14]).status == FAIL  # per optimizer of a GAN
+    assert judge_graphs([1, 2, 3]).status == NOT_APPLICABLE  # too short to tell
+
+
+def test_growth_is_a_run_of_rises_ended_by_a_drop_or_the_end():
+    assert graphs_retained.growth([1, 2, 3, 4, 5, 1, 2]) == (4, 1, 5)
+    assert graphs_retained.growth([1, 2, 3, 4, 5, 5]) == (0, 0, 0)
+
+
+def test_fewer_than_two_updates_cannot_show_stale_gradients():
+    obs = grads_accumulate.Observation(1, 0, [0])
+    assert grads_accumulate.judge(obs, facts()).status == NOT_APPLICABLE
 
 
 def report(start, worker, workers=2, generator="dataset.rng", loader=0, epoch=0):
     return {"loader": loader, "pass": epoch, "worker": worker, "workers": workers, "generator": generator, "start": start}
 
 
+def rng(*reports):
+    return worker_rng.judge(worker_rng.Observation(list(reports)), facts())
+
+
 def test_worker_rng_counts_replayed_starts_across_workers_and_epochs():
-    distinct = [report("a", 0), report("b", 1), report("c", 0, epoch=1), report("d", 1, epoch=1)]
-    assert worker_rng.judge({"reports": distinct}, {}).status == PASS
-    replayed = worker_rng.judge({"reports": [report("a", 0), report("b", 1), report("a", 0, epoch=1)]}, {})
+    assert rng(report("a", 0), report("b", 1), report("c", 0, epoch=1), report("d", 1, epoch=1)).status == PASS
+    replayed = rng(report("a", 0), report("b", 1), report("a", 0, epoch=1))
     assert replayed.status == FAIL and replayed.measured == "1 of 3 repeated"
 
 
-def test_worker_rng_rejects_loading_in_one_process_and_skips_no_randomness():
-    assert worker_rng.judge({"reports": [report("a", "main", workers=0)]}, {}).status == FAIL
-    assert worker_rng.judge({"reports": []}, {}).status == NOT_APPLICABLE
+def test_loading_in_the_main_process_cannot_tell_and_no_randomness_is_not_applicable():
+    assert rng(report("a", "main", workers=0)).status == CANNOT_TELL
+    assert rng().status == NOT_APPLICABLE
 
 
-def test_health_scales_the_first_loss_by_the_accumulation_factor():
-    obs = {"classes": 4, "accuracy": {"correct": 90, "total": 100, "majority": 25}}
-    accumulated = facts([("train", 16, 8), ("eval", 2, 0)], first=2, losses=[0.7, 0.6, 0.3, 0.2])
-    parts = {p.probe: p.status for p in health.judge(obs, accumulated).parts}
-    assert parts["health.initial-loss"] == PASS
-    assert health.judge(obs, accumulated).status == PASS
+def rows(obs, run) -> dict[str, str]:
+    return {p.probe: p.status for p in health.judge(obs, run).parts}
+
+
+def test_health_criteria_apply_only_where_their_premise_holds():
+    vae = health.Observation(first_loss="binary_cross_entropy", initial=None, classes=None)
+    parts = rows(vae, facts([("train", 16, 16)], losses=[540, 300, 200, 150, 120]))
+    assert parts["health.initial-loss"] == NOT_APPLICABLE and parts["health.val-accuracy"] == NOT_APPLICABLE
+    gan = rows(health.Observation(), facts([("train", 16, 32)], losses=[0.7, 1.2, 0.9, 1.4, 1.1], adversarial=True))
+    assert gan["health.loss-falls"] == NOT_APPLICABLE and gan["health.updates-every-batch"] == PASS
+
+
+def test_a_negative_loss_that_falls_is_learning():
+    parts = rows(health.Observation(), facts([("train", 16, 16)], losses=[-1.0, -2.0, -4.0, -8.0, -9.0]))
+    assert parts["health.loss-falls"] == PASS
+
+
+def test_health_uses_the_loss_functions_own_first_value():
+    obs = health.Observation(first_loss="cross_entropy", initial=1.4, classes=4,
+                             accuracy={"correct": 90, "total": 100, "majority": 25, "source": "loss"})
+    assert health.judge(obs, facts([("train", 16, 8), ("eval", 2, 0)], first=2, losses=[0.7, 0.6, 0.3, 0.2])).status == PASS
 
 
 def test_health_fails_when_nothing_is_learned():
-    obs = {"classes": 2, "accuracy": {"correct": 52, "total": 100, "majority": 50}}
+    obs = health.Observation(classes=2, accuracy={"correct": 52, "total": 100, "majority": 50, "source": "output"})
     flat = health.judge(obs, facts([("train", 16, 16)], losses=[0.69] * 16))
-    failed = {p.probe for p in flat.parts if p.status == FAIL}
-    assert failed == {"health.loss-falls", "health.val-accuracy"}
+    assert {p.probe for p in flat.parts if p.status == FAIL} == {"health.loss-falls", "health.val-accuracy"}

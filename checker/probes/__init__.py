@@ -1,12 +1,16 @@
 """The probes, in report order; the health gate comes last.
 
-Each probe is one module with:
+The data flow: script → session (hooks → events, :mod:`checker.instrument` and
+:mod:`checker.session`) → observers → record → judges → report. Each probe is one module with:
 
 * ``ID``, ``TITLE`` and a module docstring stating its rule;
+* ``Observation``: a dataclass of what it saw, JSON-safe, written into the
+  signed record and read back field by field (a misspelt field is an error);
 * ``Observer(session)``: runs inside the checked process, subscribes to the
-  session's events and returns a JSON-safe ``summary()``;
+  session's :class:`~checker.events.Event` stream and returns its ``Observation``
+  from ``summary()``;
 * ``judge(observation, facts) -> Finding``: runs in the ``kata`` process and
-  decides from that summary alone.
+  decides from the observation and the run's :class:`~checker.facts.RunFacts` alone.
 
 Probe modules import torch only inside ``Observer`` code, so that the ``kata``
 process, which only judges, never pays for importing it.

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from checker.verdict import EXIT_SYMPTOM
 from katas.commands.common import EXIT_CODES, limits_of, observe, run_options
 
 
@@ -44,7 +45,11 @@ def check(path: Path, device: str, timeout: float, idle: float, memory: float | 
 
 
 def record_kata(path: Path, report) -> str | None:
-    """For a kata made by `kata new`: record the result, and say whether its bug is fixed."""
+    """For a kata made by `kata new`: record the result, and say whether its bug is fixed.
+
+    A kata passes only when its bug's probes pass and the script still trains: where a probe could not
+    observe (n/a) or cannot tell, a report without symptoms becomes a failing one that says so.
+    """
     from katas.bugs import BUGS
     from katas.state import record_check
     from katas.workspace import read_metadata
@@ -52,5 +57,12 @@ def record_kata(path: Path, report) -> str | None:
     info = read_metadata(path)
     if info is None or info.bug not in BUGS:
         return None
-    record_check(path, report.exit_code)
-    return BUGS[info.bug].status({f.probe: f.status for f in report.findings})
+    bug = BUGS[info.bug]
+    status = bug.status({f.probe: f.status for f in report.findings})
+    if status != "fixed" and report.verdict == "pass":
+        unsure = [f.message for f in report.findings if f.probe in bug.probes and f.status != "pass"]
+        report.verdict, report.exit_code = "fail", EXIT_SYMPTOM
+        report.problem = ("no symptom was found, but the check could not confirm that this kata's symptom is gone: "
+                          + "; ".join(unsure))
+    record_check(path, report.exit_code == 0)
+    return status
