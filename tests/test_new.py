@@ -7,7 +7,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from click.testing import CliRunner
-from conftest import REFERENCES, ROOT
+from conftest import REFERENCES, ROOT, check, failed_probes
 
 from katas.bugs import BUGS
 from katas.cli import main
@@ -15,6 +15,7 @@ from katas.engine.inject import inject
 from katas.workspace import metadata_path, read_metadata
 
 SHIPPED = ROOT / "broken"
+SAMPLES = ROOT / "tests" / "engine_samples"
 
 
 def kata(*args: str):
@@ -141,3 +142,23 @@ def test_check_reports_the_injected_bug(tmp_path):
     kata_file.write_text((REFERENCES / "classifier.py").read_text())
     fixed = kata("check", str(kata_file))
     assert fixed.exit_code == 0 and "injected bug: fixed" in fixed.output
+
+
+def test_from_refuses_a_bug_whose_symptom_the_check_cannot_see(tmp_path):
+    script, before = SAMPLES / "clip_never_engages.py", sorted(SAMPLES.iterdir())
+    result = kata("new", "--from", str(script), "--bug", "clip-order", "--seed", "0", "--dir", str(tmp_path))
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert "`clip-order` was planted at 1 site of clip_never_engages.py but kata check could not see its symptom" in text
+    assert "clip-order: pass" in text and "engaged at 0 of" in text
+    assert not list(tmp_path.iterdir()) and sorted(SAMPLES.iterdir()) == before
+    unchecked = kata("new", "--from", str(script), "--bug", "clip-order", "--no-verify", "--dir", str(tmp_path))
+    assert unchecked.exit_code == 0 and "may not show its bug" in unchecked.output
+
+
+def test_from_writes_a_kata_whose_bug_the_check_sees(tmp_path):
+    result = kata("new", "--from", str(SAMPLES / "small_trainer.py"), "--bug", "zero-grad", "--seed", "0",
+                  "--dir", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert "(site 1 of 1)" in result.output and "Verified" in result.output
+    assert "grads-accumulate" in failed_probes(check(tmp_path / "01.py"))

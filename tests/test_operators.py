@@ -10,7 +10,7 @@ from conftest import REFERENCES
 from katas.bugs import BUGS, lookup
 from katas.catalogue import UnknownBug
 from katas.engine.context import Context
-from katas.engine.inject import NoSite, inject, sites
+from katas.engine.inject import NoSite, inject, ordered_sites, sites
 
 PAIRS = sorted((Path(__file__).parent / "operators").glob("*.in.py"))
 
@@ -41,10 +41,11 @@ def test_every_bug_has_a_fixture_pair_written_unlike_the_references():
 def test_edits_stay_at_the_site(reference):
     """Everything outside the site keeps its text: few changed lines, comments and docstrings intact."""
     source = reference.read_text()
+    ctx = Context(source)
     for bug in BUGS.values():
         for seed in range(3):
             try:
-                mutated = inject(bug, source, seed).source
+                mutated = inject(bug, ctx, seed).source
             except NoSite:
                 continue
             changed = [line for line in difflib.unified_diff(source.splitlines(), mutated.splitlines(), n=0, lineterm="")
@@ -58,10 +59,11 @@ def test_same_input_and_seed_give_the_same_output_and_site_ids_are_descriptive()
     detach = lookup("detach")
     first, second = (inject(detach, source, seed=7) for _ in range(2))
     assert first == second
-    ids = [s.id for s in sites(detach, Context(source))]
+    ctx = Context(source)
+    ids = [s.id for s in sites(detach, ctx)]
     assert ids == ["detach:Classifier.forward:self.deep(h)", "detach:Classifier.forward:self.shortcut(h)",
                    "detach:Classifier.forward:self.stem(x)"]
-    assert {inject(detach, source, seed).site for seed in range(20)} == set(ids)
+    assert {inject(detach, ctx, seed).site for seed in range(20)} == set(ids)
 
 
 def test_a_bug_without_a_site_says_why():
@@ -82,3 +84,46 @@ def test_roles_come_from_structure_before_names():
     names = {n.value: n for n in m.findall(ctx.module, m.Name()) if n.value in ("thing", "sched")}
     assert ctx.role(names["thing"]).kind == "optimizer" and not ctx.role(names["thing"]).guessed
     assert ctx.role(names["sched"]).guessed
+
+
+def site_ids(bug_id: str, source: str) -> list[str]:
+    return [s.id for s in sites(lookup(bug_id), Context(source))]
+
+
+TRAIN = "    loss = model(x).mean()\n    loss.backward()\n    opt.step()\n    sched.step()\n"
+
+
+def test_a_while_loop_trains_but_a_schedule_moves_out_of_a_batch_loop_only_into_an_epoch_loop():
+    head = "import torch\nopt = torch.optim.SGD(ps)\nsched = torch.optim.lr_scheduler.OneCycleLR(opt, 1.0, 9)\n"
+    assert site_ids("scheduler", head + "while True:\n    x = get()\n" + TRAIN) == []
+    nested = head + "while epoch < epochs:\n    for x in loader:\n" + TRAIN.replace("    ", "        ")
+    assert site_ids("scheduler", nested) == ["scheduler:<module>:for x in loader:sched.step()"]
+    called = head + "def run(loader):\n  for x in loader:\n" + TRAIN.replace("    ", "    ") + "for e in range(3):\n    run(dl)\n"
+    assert site_ids("scheduler", called) == ["scheduler:run:for x in loader:sched.step()"]
+    assert site_ids("zero-grad", head + "while step < n:\n    opt.zero_grad()\n" + TRAIN) == ["zero-grad:<module>:while step < n"]
+
+
+def test_no_site_in_code_that_never_runs():
+    head = "import torch\nopt = torch.optim.SGD(ps)\n"
+    body = "    opt.zero_grad()\n    model(x).mean().backward()\n    opt.step()\n"
+    assert site_ids("zero-grad", head + "for x in dl:\n  if False:\n" + body.replace("    ", "      ")) == []
+    assert site_ids("zero-grad", head + "def f():\n  return\n  for x in dl:\n" + body) == []
+    assert site_ids("zero-grad", head + "if not __debug__:\n for x in dl:\n" + body) == []
+    assert site_ids("zero-grad", head + "if __debug__:\n for x in dl:\n" + body) == ["zero-grad:<module>:for x in dl"]
+
+
+def test_a_train_switch_that_changes_nothing_is_no_site():
+    source = (Path(__file__).parent / "operators" / "train_mode__comment_at_block_end.in.py").read_text()
+    assert site_ids("train-mode", source) == ["train-mode:evaluate:model.train()"]
+    without_restore = source.replace("    model.train()\n", "")
+    assert site_ids("train-mode", without_restore) == ["train-mode:fit:model.train()"]
+
+
+def test_a_chosen_site_is_planted_and_the_seed_orders_the_rest():
+    source = (REFERENCES / "classifier.py").read_text()
+    detach, ctx = lookup("detach"), Context(source)
+    order = [s.id for s in ordered_sites(detach, ctx, 3)]
+    assert sorted(order) == [s.id for s in sites(detach, ctx)] and order[0] == inject(detach, ctx, 3).site
+    assert inject(detach, ctx, 3, site=order[-1]).site == order[-1]
+    with pytest.raises(NoSite, match="has no site"):
+        inject(detach, ctx, 3, site="detach:nowhere")

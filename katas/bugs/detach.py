@@ -14,8 +14,20 @@ def submodule_calls(node: cst.CSTNode) -> list[cst.Call]:
     return [c for c in find(node, cst.Call) if is_self_attribute(c.func)]
 
 
+def called_from_forward(methods: dict[str, cst.FunctionDef]) -> list[cst.FunctionDef]:
+    """``forward`` and the methods of its class that it calls as ``self.name(...)``, directly or not."""
+    found = [methods["forward"]] if "forward" in methods else []
+    for function in found:  # grows while it is read
+        for call in submodule_calls(function):
+            callee = methods.get(call.func.attr.value)
+            if callee is not None and callee not in found:
+                found.append(callee)
+    return found
+
+
 class DetachBranch(Operator):
-    """In a module's ``forward``, detach the output of a submodule that feeds another submodule."""
+    """In a module's ``forward`` (or a method of the module it calls), detach the output of a submodule that
+    feeds another submodule."""
 
     no_site = "no model's forward() passes one submodule's output on to another"
 
@@ -24,17 +36,15 @@ class DetachBranch(Operator):
         for cls in ctx.all(cst.ClassDef):
             if not ctx.is_module_class(cls.name.value):
                 continue
-            methods = {f.name.value for f in cls.body.body if isinstance(f, cst.FunctionDef)}
-            forward = next((f for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "forward"), None)
-            if forward is None:
-                continue
-            calls = [c for c in submodule_calls(forward) if c.func.attr.value not in methods]
-            sites += [Site(f"detach:{ctx.where(c)}:{ctx.code(c)}", c)
-                      for c in calls if self.feeds_submodule(ctx, c, calls, forward)]
+            methods = {f.name.value: f for f in cls.body.body if isinstance(f, cst.FunctionDef)}
+            for function in called_from_forward(methods):
+                calls = [c for c in submodule_calls(function) if c.func.attr.value not in methods]
+                sites += [Site(f"detach:{ctx.where(c)}:{ctx.code(c)}", c)
+                          for c in calls if self.feeds_submodule(ctx, c, calls, function)]
         return sites
 
     @staticmethod
-    def feeds_submodule(ctx: Context, call: cst.Call, calls: list[cst.Call], forward: cst.FunctionDef) -> bool:
+    def feeds_submodule(ctx: Context, call: cst.Call, calls: list[cst.Call], function: cst.FunctionDef) -> bool:
         """Whether ``call``'s output reaches another submodule call, directly or through a local name."""
         if any(a in calls for a in ctx.ancestors(call)):
             return True
@@ -42,7 +52,7 @@ class DetachBranch(Operator):
         name = single_name_target(statement)
         if name is None:
             return False
-        body = list(forward.body.body)
+        body = list(function.body.body)
         later = body[body.index(statement) + 1:] if statement in body else []
         return any(names(c, name) for s in later for c in submodule_calls(s) if c in calls)
 

@@ -7,7 +7,7 @@ from katas.catalogue import Bug
 from katas.engine.context import Context
 from katas.engine.operator import Example, Operator, Site, rewrite
 from katas.engine.patterns import innermost_training_loops
-from katas.engine.tree import find, method, names
+from katas.engine.tree import find, method
 
 
 class KeepLossTensor(Operator):
@@ -15,42 +15,43 @@ class KeepLossTensor(Operator):
 
     no_site = "its training loop does not accumulate the loss with .item() or float()"
 
-    def losses(self, ctx: Context, loop: cst.For) -> set[str]:
-        losses: set[str] = set()
-        for call in ctx.calls(loop.body, "backward"):
-            losses |= {n.value for n in names(call.func.value)}
-        return losses
+    def losses(self, ctx: Context, loop: cst.For | cst.While) -> set[str]:
+        """The names and attributes (``loss``, ``self.loss``) that a ``.backward()`` in the loop starts from."""
+        return {ctx.code(n) for call in ctx.calls(loop.body, "backward")
+                for n in find(call.func.value, cst.Name, cst.Attribute)}
 
-    def conversions(self, ctx: Context, loop: cst.For) -> list[tuple[cst.CSTNode, cst.Call, str]]:
-        """(accumulating statement, conversion call, loss name) in the loop."""
+    def conversions(self, ctx: Context, loop: cst.For | cst.While) -> list[tuple[cst.CSTNode, cst.Call]]:
+        """(accumulating statement, conversion call) in the loop."""
         losses = self.losses(ctx, loop)
         found = []
         for node in find(loop.body, cst.AugAssign, cst.Call):
             if isinstance(node, cst.Call) and method(node) != "append":
                 continue
             for call in find(node, cst.Call):
-                name = self.converted(call)
-                if name in losses:
-                    found.append((node, call, name))
+                loss = self.converted(call)
+                if loss is not None and ctx.code(loss) in losses:
+                    found.append((node, call))
         return found
 
     @staticmethod
-    def converted(call: cst.Call) -> str | None:
-        """``x`` when ``call`` is ``x.item()`` or ``float(x)``."""
-        if method(call) == "item" and not call.args and isinstance(call.func.value, cst.Name):
-            return call.func.value.value
-        if isinstance(call.func, cst.Name) and call.func.value == "float" and len(call.args) == 1 \
-                and call.args[0].keyword is None and isinstance(call.args[0].value, cst.Name):
-            return call.args[0].value.value
-        return None
+    def converted(call: cst.Call) -> cst.BaseExpression | None:
+        """``x`` when ``call`` is ``x.item()`` or ``float(x)``, with ``x`` a name or an attribute."""
+        if method(call) == "item" and not call.args:
+            value = call.func.value
+        elif isinstance(call.func, cst.Name) and call.func.value == "float" and len(call.args) == 1 \
+                and call.args[0].keyword is None:
+            value = call.args[0].value
+        else:
+            return None
+        return value if isinstance(value, (cst.Name, cst.Attribute)) else None
 
     def sites(self, ctx: Context) -> list[Site]:
         return [Site(f"leak:{ctx.where(node)}:{ctx.code(node)}", call)
-                for loop in innermost_training_loops(ctx) for node, call, _ in self.conversions(ctx, loop)]
+                for loop in innermost_training_loops(ctx) for node, call in self.conversions(ctx, loop)]
 
     def mutate(self, ctx: Context, site: Site):
-        name = self.converted(site.node)
-        return rewrite(ctx.module, {site.node: lambda _: cst.Name(name)})
+        loss = self.converted(site.node)
+        return rewrite(ctx.module, {site.node: lambda _: loss})
 
     def examples(self) -> list[Example]:
         return [Example(

@@ -4,17 +4,18 @@ from __future__ import annotations
 import libcst as cst
 
 from katas.catalogue import Bug
-from katas.engine.context import SCHEDULER, Context
+from katas.engine.context import LOOPS, SCHEDULER, Context
 from katas.engine.operator import Example, Operator, Site, move_statement_after
-from katas.engine.patterns import body_statement, innermost_training_loops, loop_label
+from katas.engine.patterns import body_statement, innermost_training_loops, loop_label, runs_repeatedly
 
 
 class StepPerEpoch(Operator):
-    """Move the scheduler step out of the training loop, to just after it."""
+    """Move the scheduler step out of the batch loop, to just after it, where an epoch loop around the batch
+    loop (in the same function or in its callers) then steps it once per epoch."""
 
-    no_site = "it has no learning-rate scheduler stepped inside its training loop"
+    no_site = "it has no learning-rate scheduler stepped inside a batch loop that an epoch loop repeats"
 
-    def steps(self, ctx: Context, loop: cst.For):
+    def steps(self, ctx: Context, loop: cst.For | cst.While):
         for call in ctx.calls(loop.body, "step"):
             role = ctx.role(call.func.value)
             if role.kind == SCHEDULER:
@@ -23,11 +24,11 @@ class StepPerEpoch(Operator):
     def sites(self, ctx: Context) -> list[Site]:
         return [Site(f"scheduler:{ctx.where(loop)}:{loop_label(ctx, loop)}:{ctx.code(statement)}", statement,
                      role.guessed)
-                for loop in innermost_training_loops(ctx) for statement, role in self.steps(ctx, loop)]
+                for loop in innermost_training_loops(ctx) if runs_repeatedly(ctx, loop)
+                for statement, role in self.steps(ctx, loop)]
 
     def mutate(self, ctx: Context, site: Site):
-        loop = ctx.enclosing(site.node, cst.For)
-        return move_statement_after(ctx, site.node, loop)
+        return move_statement_after(ctx, site.node, ctx.enclosing(site.node, LOOPS))
 
     def examples(self) -> list[Example]:
         return [Example(

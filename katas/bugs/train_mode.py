@@ -5,20 +5,26 @@ from katas.bugs.eval_mode import eval_statements
 from katas.catalogue import Bug
 from katas.engine.context import MODEL, Context
 from katas.engine.operator import Example, Operator, Site, remove_statements
-from katas.engine.patterns import method_statements
+from katas.engine.patterns import method_statements, runs_after
 
 
 class RemoveTrainMode(Operator):
-    """Delete one ``model.train()`` in a script that also switches the model to evaluation mode."""
+    """Delete one ``model.train()`` in a script that also switches the model to evaluation mode.
+
+    Not one that changes nothing: when every switch to evaluation mode is followed by another ``model.train()``
+    (as in ``evaluate(): model.eval() ... model.train()``), the model is in training mode whenever that one runs.
+    """
 
     no_site = "it never switches the model back to training mode after evaluating"
 
     def sites(self, ctx: Context) -> list[Site]:
-        if not eval_statements(ctx):
-            return []
+        evals = [s for s, _ in eval_statements(ctx)]
         switches = [(s, r) for s, r in method_statements(ctx, ctx.module, {"train"}, {MODEL})
                     if not s.body[0].value.args or ctx.code(s.body[0].value.args[0].value) == "True"]
-        return [Site(f"train-mode:{ctx.where(s)}:{ctx.code(s)}", s, role.guessed) for s, role in switches]
+        lines = {s for s, _ in switches}
+        restoring = [lines.intersection(runs_after(ctx, e)) for e in evals]  # the switches back after each eval
+        return [Site(f"train-mode:{ctx.where(s)}:{ctx.code(s)}", s, role.guessed) for s, role in switches
+                if any(restores <= {s} for restores in restoring)]
 
     def mutate(self, ctx: Context, site: Site):
         return remove_statements(ctx, [site.node])

@@ -1,24 +1,29 @@
 """zero-grad: the gradients are never reset between optimizer steps."""
 from __future__ import annotations
 
+import libcst as cst
+
 from katas.catalogue import Bug
 from katas.engine.context import MODEL, OPTIMIZER, Context
 from katas.engine.operator import Example, Operator, Site, remove_statements
-from katas.engine.patterns import innermost_training_loops, loop_label, method_statements
+from katas.engine.patterns import loop_label, method_statements, unreachable
 
 
 class RemoveGradientReset(Operator):
-    """Delete every ``zero_grad()`` on an optimizer or model inside one training loop."""
+    """Delete every ``zero_grad()`` on an optimizer or model that a training loop runs itself (not through a
+    training loop nested in it)."""
 
     no_site = "it has no training loop that resets gradients with zero_grad()"
 
-    def resets(self, ctx: Context, loop):
-        return method_statements(ctx, loop.body, {"zero_grad"}, {OPTIMIZER, MODEL})
+    def resets(self, ctx: Context, loop: cst.For | cst.While):
+        loops = ctx.training_loops()
+        return [(s, r) for s, r in method_statements(ctx, loop.body, {"zero_grad"}, {OPTIMIZER, MODEL})
+                if next(a for a in ctx.ancestors(s) if a in loops) is loop and not unreachable(ctx, s)]
 
     def sites(self, ctx: Context) -> list[Site]:
         return [
             Site(f"zero-grad:{ctx.where(loop)}:{loop_label(ctx, loop)}", loop, any(r.guessed for _, r in resets))
-            for loop in innermost_training_loops(ctx)
+            for loop in ctx.training_loops()
             if (resets := self.resets(ctx, loop))
         ]
 

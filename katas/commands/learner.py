@@ -213,7 +213,7 @@ def reset(kata: str, yes: bool) -> None:
     from katas.engine.inject import inject
 
     path, info = resolve(kata)
-    original = inject(BUGS[info.bug], reference_source(info), info.seed).source
+    original = inject(BUGS[info.bug], reference_source(info), info.seed, site=info.site).source
     if path.read_text() == original:
         click.echo(f"{path} is already as it was written; nothing to reset.")
         return

@@ -5,11 +5,13 @@ import json
 import random
 import secrets
 import shlex
+import sys
+import tempfile
 from pathlib import Path
 
 import click
 
-from katas.commands.common import KataError, pick_reference, references
+from katas.commands.common import KataError, limits_of, pick_reference, references, run_options
 
 
 @click.command()
@@ -22,13 +24,23 @@ from katas.commands.common import KataError, pick_reference, references
               show_default=True, help="Where katas are written.")
 @click.option("--number", type=click.IntRange(min=1), help="Write DIR/NN.py instead of the next free number.")
 @click.option("--force", is_flag=True, help="With --number: replace an existing file, keeping a backup in DIR/.kata/backup.")
+@click.option("--no-verify", is_flag=True,
+              help="With --from: do not run your script under `kata check` to make sure the planted bug shows "
+                   "(faster, but the kata may then not show its bug).")
+@run_options
 def new(bug_id: str | None, ref: str | None, source_path: Path | None, seed: int | None, folder: Path,
-        number: int | None, force: bool) -> None:
+        number: int | None, force: bool, no_verify: bool, device: str, timeout: float, idle: float,
+        memory: float | None) -> None:
     """Plant a known bug in a correct training script and write it as DIR/NN.py.
 
     The bug is planted by a structure-aware rewrite (libcst), at a place found by
     what the code does, not by line numbers. You are told what you would observe
     when the script runs, never what is wrong, and the command that checks your fix.
+
+    With --from, your script is first run under `kata check` as it is, then with
+    the bug planted (in a temporary copy) until a place is found where the check
+    sees the bug's symptom; --device, --timeout, --idle and --memory apply to
+    these runs. Your script is never modified.
 
     \b
     Examples:
@@ -71,8 +83,13 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, seed: int
         if len(bugs) == 1 and len(candidates) == 1:
             raise KataError(f"`{bugs[0].id}` does not apply to {candidates[0][0].name}: {bugs[0].operator.no_site}")
         raise KataError("none of the requested bugs applies to the requested script")
-    bug, path, label, ctx = options[0] if bug_id and not source_path and not ref else random.Random(seed).choice(options)
-    mutation = inject(bug, ctx, seed, path.name)
+    order = seeded_order(options, seed)
+    bug, path, label, ctx = options[0] if bug_id and not source_path and not ref else order[0]
+    if source_path and not no_verify:
+        bug, mutation = plant_verified([(b, c) for b, _, _, c in order], path, seed, not bug_id, device,
+                                       limits_of(timeout, idle, memory))
+    else:
+        mutation = inject(bug, ctx, seed, path.name)
     if number is None:
         target = create_numbered(folder, mutation.source)
         backup = None
@@ -92,6 +109,9 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, seed: int
         console.print(f"The previous {target.name} is saved as {backup}.")
     if mutation.guessed:
         console.print("[yellow]The bug's site was found through a conventional name (e.g. `optimizer`), not by structure.[/]")
+    if source_path:
+        console.print("[yellow]Not verified (--no-verify): the kata may not show its bug.[/]" if no_verify else
+                      "Verified: `kata check` sees the bug's symptom in it.")
     console.print("\n[bold]What you would observe[/]")
     console.print(Padding(bug.observe, (0, 0, 1, 2), expand=False))
     console.print(f"Find the cause and fix it in {target}, then check your fix:")
@@ -99,6 +119,74 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, seed: int
     if target.parent == Path("broken"):
         console.print(f"(or re-check on every save: [bold]kata watch {target.stem}[/]; "
                       f"stuck? [bold]kata hint {target.stem}[/])")
+
+
+def seeded_order(options: list, seed: int) -> list:
+    """``options`` in the order the seed tries them: the seed's pick first, then the rest shuffled."""
+    rng = random.Random(seed)
+    first = rng.choice(options)
+    rest = [o for o in options if o is not first]
+    rng.shuffle(rest)
+    return [first, *rest]
+
+
+def plant_verified(options: list, path: Path, seed: int, at_random: bool, device: str, limits):
+    """(bug, mutation) for the first bug of ``options`` (pairs of a bug and the script's Context), and the first of
+    its sites in the seed's order, where `kata check` sees the bug's symptom; planted in a temporary copy."""
+    from katas.engine.inject import inject, ordered_sites
+
+    name = path.name
+    click.echo(f"Checking {name} as it is ...", err=True)
+    baseline = checked(path, device, limits)
+    if baseline.verdict not in ("pass", "fail"):
+        raise KataError(f"kata check cannot run {name}: {baseline.problem}")
+    tried = []
+    for bug, ctx in options:
+        if bug.status(probe_statuses(baseline)) == "still present":
+            if not at_random:
+                raise KataError(f"{name} already shows the symptom of `{bug.id}` before any bug is planted "
+                                f"({symptom(bug, baseline)})")
+            continue
+        sites = ordered_sites(bug, ctx, seed)
+        with tempfile.TemporaryDirectory(prefix="kata-new-") as scratch:
+            candidate = Path(scratch) / name
+            for i, site in enumerate(sites, 1):
+                click.echo(f"Checking that the bug shows when {name} runs (site {i} of {len(sites)}) ...", err=True)
+                mutation = inject(bug, ctx, seed, name, site.id)
+                candidate.write_text(mutation.source)
+                report = checked(candidate, device, limits)
+                if bug.status(probe_statuses(report)) == "still present":
+                    return bug, mutation
+        if not at_random:
+            plural = "s" if len(sites) > 1 else ""
+            raise KataError(f"`{bug.id}` was planted at {len(sites)} site{plural} of {name} but kata check could not "
+                            f"see its symptom at any ({symptom(bug, report)}); try another bug, or --no-verify")
+        tried.append(bug.id)
+    raise KataError(f"none of the bugs that fit {name} ({', '.join(tried) or 'none left'}) showed its symptom under "
+                    "kata check; pick one with --bug to see why, or use --no-verify")
+
+
+def checked(path: Path, device: str, limits):
+    """`kata check`'s report on ``path``, run in a separate process; Ctrl-C ends `kata new` too."""
+    from checker.runner import run
+    from checker.verdict import judge
+
+    report = judge(run(path, device, limits), str(path), device, limits)
+    if report.verdict == "interrupted":
+        click.echo(f"Interrupted: {report.problem}", err=True)
+        sys.exit(report.exit_code)
+    return report
+
+
+def probe_statuses(report) -> dict[str, str]:
+    return {f.probe: f.status for f in report.findings}
+
+
+def symptom(bug, report) -> str:
+    """What the check said of the bug's probes: ``clip-order: n/a — gradients are not clipped``."""
+    said = [f"{f.probe}: {f.status}" + (f" — {f.message}" if f.message else "")
+            for f in report.findings if f.probe in bug.probes]
+    return "; ".join(said) or report.problem
 
 
 @click.command()

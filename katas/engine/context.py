@@ -22,6 +22,7 @@ from katas.engine.tree import is_self_attribute
 from katas.engine.tree import method as method_of
 
 OPTIMIZER, SCHEDULER, MODEL, LOADER = "optimizer", "scheduler", "model", "loader"
+LOOPS = (cst.For, cst.While)
 KEEPS_ROLE = {"to", "cuda", "cpu", "train", "float", "double", "half", "bfloat16"}
 NAME_GUESS = {
     OPTIMIZER: re.compile(r"^(opt|optim|optimi[sz]er)\d*$|_opt(imi[sz]er)?$"),
@@ -83,9 +84,11 @@ class Context:
         """Every scope of the module (global, functions, classes, comprehensions)."""
         return list({id(s): s for s in self._scopes.values() if s is not None}.values())
 
-    def all(self, kind: type) -> list:
-        """Every node of a type, in source order."""
-        return self.index.get(kind, [])
+    def all(self, *kinds: type) -> list:
+        """Every node of the given types, in source order."""
+        if len(kinds) == 1:
+            return self.index.get(kinds[0], [])
+        return [node for node in self.parents if isinstance(node, kinds)]  # parents are indexed in source order
 
     def qualified_names(self, node: cst.CSTNode) -> set[str]:
         if node not in self._qualified:
@@ -95,6 +98,11 @@ class Context:
 
     # -- tree helpers ---------------------------------------------------------
     def code(self, node: cst.CSTNode) -> str:
+        """``node``'s code on one line; a statement's comments above and beside it left out."""
+        if isinstance(node, cst.SimpleStatementLine):
+            node = node.with_changes(leading_lines=(), trailing_whitespace=cst.TrailingWhitespace())
+        elif isinstance(node, cst.BaseCompoundStatement):
+            node = node.with_changes(leading_lines=())
         return " ".join(self.module.code_for_node(node).split())
 
     def ancestors(self, node: cst.CSTNode):
@@ -103,7 +111,7 @@ class Context:
             yield node
             node = self.parents.get(node)
 
-    def enclosing(self, node: cst.CSTNode, kind: type) -> cst.CSTNode | None:
+    def enclosing(self, node: cst.CSTNode, kind: type | tuple[type, ...]) -> cst.CSTNode | None:
         return next((a for a in self.ancestors(node) if isinstance(a, kind)), None)
 
     def where(self, node: cst.CSTNode) -> str:
@@ -138,9 +146,9 @@ class Context:
     def is_call_to(self, call: cst.Call, *qualified: str) -> bool:
         return bool(self.qualified_names(call.func) & set(qualified))
 
-    def training_loops(self) -> list[cst.For]:
-        """``for`` loops whose body calls ``.backward()``."""
-        return [loop for loop in self.all(cst.For) if self.calls(loop.body, "backward")]
+    def training_loops(self) -> list[cst.For | cst.While]:
+        """``for`` and ``while`` loops whose body calls ``.backward()``."""
+        return [loop for loop in self.all(*LOOPS) if self.calls(loop.body, "backward")]
 
     # -- roles --------------------------------------------------------------
     def role(self, expr: cst.BaseExpression) -> Role:

@@ -7,8 +7,9 @@ from dataclasses import dataclass, replace
 from katas.catalogue import Bug
 from katas.engine.context import Context
 from katas.engine.operator import Site
+from katas.engine.patterns import unreachable
 
-ENGINE_VERSION = 1
+ENGINE_VERSION = 2
 
 
 class NoSite(ValueError):
@@ -25,22 +26,41 @@ class Mutation:
 
 
 def sites(bug: Bug, ctx: Context) -> list[Site]:
-    """The bug's sites, sorted by id; a repeated id gets ``#2``, ``#3`` ... in source order."""
+    """The bug's sites that can run, sorted by id; a repeated id gets ``#2``, ``#3`` ... in source order."""
     seen: dict[str, int] = {}
     unique = []
     for site in bug.operator.sites(ctx):
+        if unreachable(ctx, site.node):
+            continue
         seen[site.id] = seen.get(site.id, 0) + 1
         unique.append(site if seen[site.id] == 1 else replace(site, id=f"{site.id}#{seen[site.id]}"))
     return sorted(unique, key=lambda s: s.id)
 
 
-def inject(bug: Bug, source: str | Context, seed: int, name: str = "the script") -> Mutation:
-    """Plant ``bug`` at the site the seed picks. Pass a Context to plant several bugs in one parsed script."""
-    ctx = source if isinstance(source, Context) else Context(source)
+def ordered_sites(bug: Bug, ctx: Context, seed: int) -> list[Site]:
+    """The bug's sites in the order the seed tries them; ``inject`` plants at the first unless told otherwise."""
     found = sites(bug, ctx)
     if not found:
+        return []
+    rng = random.Random(f"{bug.id}:{seed}")
+    first = rng.choice(found)
+    rest = [s for s in found if s is not first]
+    rng.shuffle(rest)
+    return [first, *rest]
+
+
+def inject(bug: Bug, source: str | Context, seed: int, name: str = "the script", site: str | None = None) -> Mutation:
+    """Plant ``bug`` at the site the seed picks, or at the site with id ``site``.
+
+    Pass a Context to plant several bugs in one parsed script.
+    """
+    ctx = source if isinstance(source, Context) else Context(source)
+    order = ordered_sites(bug, ctx, seed)
+    if not order:
         raise NoSite(f"`{bug.id}` does not apply to {name}: {bug.operator.no_site}")
-    site = random.Random(f"{bug.id}:{seed}").choice(found)
-    mutated = bug.operator.mutate(ctx, site).code
+    chosen = order[0] if site is None else next((s for s in order if s.id == site), None)
+    if chosen is None:
+        raise NoSite(f"`{bug.id}` has no site `{site}` in {name}")
+    mutated = bug.operator.mutate(ctx, chosen).code
     compile(mutated, name, "exec")
-    return Mutation(bug.id, site.id, seed, mutated, site.guessed)
+    return Mutation(bug.id, chosen.id, seed, mutated, chosen.guessed)

@@ -62,21 +62,35 @@ def rewrite(module: cst.Module, edits: dict[cst.CSTNode, Callable[[cst.CSTNode],
 
 
 def remove_statements(ctx: Context, statements: list[cst.CSTNode]) -> cst.Module:
-    """Delete whole statements; a block left empty gets ``pass``."""
+    """Delete whole statements, keeping the comments above each: they go to the next statement left in the
+    block, or to the block's end. A block left empty gets ``pass``."""
     doomed = set(statements)
-    edits = {}
-    for statement in statements:
-        block = ctx.parents[statement]
-        if all(s in doomed for s in block.body) and isinstance(block, cst.IndentedBlock):
-            edits[block] = lambda b: b.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
-        else:
-            edits[statement] = lambda s: cst.RemoveFromParent()
-    return rewrite(ctx.module, edits)
+    blocks = dict.fromkeys(ctx.parents[s] for s in statements)
+    return rewrite(ctx.module, {block: lambda b, block=block: _without(b, [s in doomed for s in block.body])
+                                for block in blocks})
 
 
-def move_statement_after(ctx: Context, statement: cst.CSTNode, anchor: cst.CSTNode) -> cst.Module:
-    """Move ``statement`` to just after ``anchor`` (a statement in the same or an enclosing block)."""
+def _without(block: cst.IndentedBlock | cst.Module, doomed: list[bool]) -> cst.IndentedBlock | cst.Module:
+    """``block`` less the statements flagged in ``doomed`` (by position), their leading lines kept."""
+    body, carried = [], []
+    for statement, remove in zip(block.body, doomed):
+        if remove:
+            carried += statement.leading_lines
+            continue
+        body.append(statement.with_changes(leading_lines=[*carried, *statement.leading_lines]))
+        carried = []
+    if not body and isinstance(block, cst.IndentedBlock):
+        return block.with_changes(body=[cst.SimpleStatementLine([cst.Pass()], leading_lines=carried)])
+    return block.with_changes(body=body, footer=[*carried, *block.footer])
+
+
+def move_statement_after(ctx: Context, statement: cst.CSTNode, anchor: cst.CSTNode,
+                         guard: cst.BaseExpression | None = None) -> cst.Module:
+    """Move ``statement`` to just after ``anchor`` (a statement in the same or an enclosing block); with a
+    ``guard``, it goes there inside ``if guard:``."""
+    moved = statement if guard is None else cst.If(test=guard, body=cst.IndentedBlock(body=[statement]))
+
     def place(updated: cst.CSTNode) -> cst.FlattenSentinel:
-        return cst.FlattenSentinel([updated, statement])
+        return cst.FlattenSentinel([updated, moved])
 
     return rewrite(ctx.module, {statement: lambda s: cst.RemoveFromParent(), anchor: place})

@@ -1,10 +1,17 @@
 """Structural patterns several operators look for."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import libcst as cst
 
-from katas.engine.context import Context, Role
+from katas.engine.context import LOOPS, Context, Role
 from katas.engine.tree import method
+
+BLOCKS = (cst.IndentedBlock, cst.Module)
+ENDS_BLOCK = (cst.Return, cst.Raise, cst.Break, cst.Continue)
+CONSTANT_TESTS = {"False": False, "None": False, "0": False, "TYPE_CHECKING": False, "typing.TYPE_CHECKING": False,
+                  "True": True, "1": True, "__debug__": True}
 
 
 def call_statement(statement: cst.CSTNode) -> cst.Call | None:
@@ -27,7 +34,7 @@ def method_statements(ctx: Context, root: cst.CSTNode, methods: set[str], roles:
     return found
 
 
-def innermost_training_loops(ctx: Context) -> list[cst.For]:
+def innermost_training_loops(ctx: Context) -> list[cst.For | cst.While]:
     loops = ctx.training_loops()
     return [loop for loop in loops if not any(other is not loop and loop in set(ctx.ancestors(other)) for other in loops)]
 
@@ -40,5 +47,71 @@ def body_statement(ctx: Context, node: cst.CSTNode, block: cst.IndentedBlock) ->
     raise ValueError("node is not inside block")
 
 
-def loop_label(ctx: Context, loop: cst.For) -> str:
+def loop_label(ctx: Context, loop: cst.For | cst.While) -> str:
+    if isinstance(loop, cst.While):
+        return f"while {ctx.code(loop.test)}"
     return f"for {ctx.code(loop.target)} in {ctx.code(loop.iter)}"
+
+
+def later_siblings(ctx: Context, statement: cst.CSTNode) -> list[cst.CSTNode]:
+    """The statements after ``statement`` in its block (none when it is not directly in a block)."""
+    block = ctx.parents.get(statement)
+    if not isinstance(block, BLOCKS):
+        return []
+    body = list(block.body)
+    return body[body.index(statement) + 1:]
+
+
+def runs_after(ctx: Context, statement: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Statements that run after ``statement`` in the same pass of its loop or call: its later siblings, then
+    those of each enclosing ``if``, ``with`` or ``try`` (never past a loop or a function)."""
+    while True:
+        yield from later_siblings(ctx, statement)
+        owner = ctx.parents.get(ctx.parents.get(statement))
+        if isinstance(owner, (cst.Else, cst.ExceptHandler, cst.Finally)):
+            owner = ctx.parents.get(owner)
+        while isinstance(owner, cst.If) and isinstance(ctx.parents.get(owner), cst.If):  # an elif
+            owner = ctx.parents[owner]
+        if not isinstance(owner, (cst.If, cst.With, cst.Try)):
+            return
+        statement = owner
+
+
+def constant(ctx: Context, test: cst.BaseExpression) -> bool | None:
+    """The truth of a test that is the same on every run (``False``, ``not __debug__`` ...), else None."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        value = constant(ctx, test.expression)
+        return None if value is None else not value
+    return CONSTANT_TESTS.get(ctx.code(test)) if isinstance(test, (cst.Name, cst.Attribute, cst.Integer)) else None
+
+
+def unreachable(ctx: Context, node: cst.CSTNode) -> bool:
+    """Whether ``node`` never runs: under a test that is always false, or after a ``return``, ``raise``,
+    ``break`` or ``continue`` that always runs first in its block."""
+    child = node
+    for a in ctx.ancestors(node):
+        if isinstance(a, BLOCKS) and child in a.body:
+            earlier = list(a.body)[:list(a.body).index(child)]
+            if any(isinstance(s, cst.SimpleStatementLine) and any(isinstance(x, ENDS_BLOCK) for x in s.body)
+                   for s in earlier):
+                return True
+        elif isinstance(a, (cst.If, cst.While)) and child is a.body and constant(ctx, a.test) is False:
+            return True
+        elif isinstance(a, cst.If) and child is a.orelse and constant(ctx, a.test) is True:
+            return True
+        child = a
+    return False
+
+
+def runs_repeatedly(ctx: Context, node: cst.CSTNode, seen: frozenset = frozenset()) -> bool:
+    """Whether ``node`` is inside a loop, or in a function called (by name, in this file) from inside one."""
+    for a in ctx.ancestors(node):
+        if isinstance(a, LOOPS):
+            return True
+        if isinstance(a, cst.FunctionDef):
+            name = a.name.value
+            if name in seen:
+                return False
+            callers = [c for c in ctx.all(cst.Call) if name == (c.func.value if isinstance(c.func, cst.Name) else method(c))]
+            return any(runs_repeatedly(ctx, c, seen | {name}) for c in callers)
+    return False

@@ -11,4 +11,6 @@ def train(model, optimiser, loader, warmup=None):
 
 
 optimiser = make_optimiser()
-train(model, optimiser, loader, warmup=LinearLR(optimiser, start_factor=0.1, total_iters=100))
+warmup = LinearLR(optimiser, start_factor=0.1, total_iters=100)
+for epoch in range(3):
+    train(model, optimiser, loader, warmup=warmup)
