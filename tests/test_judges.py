@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from checker.facts import PassFacts, RunFacts
 from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS
-from checker.probes import graphs_retained, grads_accumulate, health, lr_schedule, worker_rng
+from checker.probes import grads_accumulate, graphs_retained, health, lr_schedule, worker_rng
 from checker.probes.lr_schedule import ScheduleRecord
 
 
