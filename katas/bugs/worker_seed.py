@@ -9,10 +9,12 @@ from katas.engine.operator import Example, Operator, Site, rewrite
 from katas.engine.tree import find, method, names
 
 SEEDING = {"manual_seed", "seed"}
+PROCESS_WIDE = {"torch", "random", "numpy.random", "torch.random", "torch.cuda"}
 
 
 class DropWorkerSeeding(Operator):
-    """Drop ``worker_init_fn=`` from a DataLoader whose init function seeds (or replaces) a dataset's generator."""
+    """Drop ``worker_init_fn=`` from a DataLoader whose init function seeds (or replaces) a generator the dataset
+    owns (its own, a transform's ...), not only the process-wide ones PyTorch re-seeds by itself."""
 
     no_site = "no DataLoader has a worker_init_fn that seeds the dataset's own generator"
 
@@ -20,9 +22,14 @@ class DropWorkerSeeding(Operator):
         function = ctx.functions.get(name)
         if function is None:
             return None
-        seeds = [c for c in ctx.calls(function) if method(c) in SEEDING and names(c.func.value, "dataset")]
+        seeds = [c for c in ctx.calls(function) if method(c) in SEEDING and not self.process_wide(ctx, c.func.value)]
         replaced = [a for a in find(function, cst.Assign) if any(names(t.target, "dataset") for t in a.targets)]
         return function if seeds or replaced else None
+
+    @staticmethod
+    def process_wide(ctx: Context, receiver: cst.BaseExpression) -> bool:
+        """``torch``, ``random``, ``np.random``: generators PyTorch re-seeds in every worker by itself."""
+        return bool(ctx.qualified_names(receiver) & PROCESS_WIDE)
 
     def sites(self, ctx: Context) -> list[Site]:
         sites = []
