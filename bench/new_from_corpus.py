@@ -32,7 +32,7 @@ def one(script: Path, bug: str, seed: int) -> tuple[str, str, str, str]:
         new = subprocess.run([*KATA, "new", "--from", str(script), "--bug", bug, "--seed", str(seed), "--dir", folder],
                              capture_output=True, text=True, cwd=folder)
         if new.returncode != 0:
-            reason = " ".join(new.stderr.split()).removeprefix("Error: ")
+            reason = " ".join(new.stderr.split("Error: ")[-1].split())  # after the progress lines
             ok = new.returncode == 2 and f"`{bug}`" in reason
             return script.stem, bug, "refused" if ok else "VIOLATION", reason[:160]
         kata = Path(folder) / "01.py"

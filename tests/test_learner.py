@@ -169,3 +169,18 @@ def test_watch_can_poll(workspace):
     watch.send_signal(signal.SIGINT)
     watch.communicate(timeout=30)
     assert watch.returncode == 0
+
+
+def test_a_kata_is_not_solved_by_removing_what_its_check_looks_at(tmp_path, monkeypatch):
+    """Deleting the clip line makes clip-order n/a, not pass: the kata stays failing and its bug stays hidden."""
+    monkeypatch.chdir(tmp_path)
+    assert kata("new", "--bug", "clip-order", "--seed", "1").exit_code == 0
+    path = tmp_path / "broken" / "01.py"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(line for line in lines if "clip_grad_norm_" not in line))
+    checked = kata("check", "broken/01.py")
+    assert checked.exit_code == 1, plain(checked)
+    assert "injected bug: cannot tell" in plain(checked)
+    assert "could not confirm that this kata's symptom is gone" in plain(checked)
+    doc = json.loads(kata("list", "--json").output)
+    assert [(k["status"], k["bug"]) for k in doc["katas"]] == [("failing", None)]
