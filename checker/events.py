@@ -70,7 +70,6 @@ class Forward:
     name: str  # the module's class name
     grad: bool  # grad mode was on
     pass_index: int | None  # the DataLoader pass whose batch was current, if any
-    updates_before: int  # updates made before it started
     batch: int | None = None  # the leading dimension of its first input tensor
     reached: bool = False  # a backward (or autograd.grad) reached its output
     fed: list[int] = field(default_factory=list)  # earlier forwards whose outputs were its inputs

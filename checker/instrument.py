@@ -94,8 +94,7 @@ class Instrumentation:
         @functools.wraps(original)
         def add_param_group(optimizer: torch.optim.Optimizer, param_group: dict) -> None:
             original(optimizer, param_group)
-            if not session._quiet:
-                session.add_optimizer(optimizer)
+            session.add_optimizer(optimizer)
 
         self._patch(torch.optim.Optimizer, "add_param_group", add_param_group)
 

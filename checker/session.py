@@ -13,7 +13,6 @@ fed forwards that a backward pass reached, or updates happened while it was bein
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import time
@@ -40,7 +39,6 @@ class Session:
     heartbeat: str | None = None
     passes: list[Pass] = field(default_factory=list)
     current: Pass | None = None
-    batch_index: int = -1
     labels: torch.Tensor | None = None
     forwards: list[Forward] = field(default_factory=list)
     forward: Forward | None = None  # the top-level forward running now
@@ -69,7 +67,6 @@ class Session:
     _hand_models: set[int] = field(default_factory=set)  # ... that had parameters updated by hand
     _hand_trained: set[int] = field(default_factory=set)  # ids of their parameters
     _scaled: dict[int, float] = field(default_factory=dict)  # id of a GradScaler-scaled loss -> its scale
-    _quiet: bool = False
     _last_beat: float = 0.0
 
     # -- events -------------------------------------------------------------
@@ -77,8 +74,6 @@ class Session:
         self._listeners[event].append((owner, callback))
 
     def emit(self, event: Event, *args: Any) -> None:
-        if self._quiet:
-            return
         for owner, callback in self._listeners[event]:
             if owner in self.errors:
                 continue
@@ -86,15 +81,6 @@ class Session:
                 callback(*args)
             except Exception as exc:  # a probe's bug must never break the user's script
                 self.errors[owner] = f"{type(exc).__name__}: {exc}"
-
-    @contextlib.contextmanager
-    def quiet(self):
-        """Work done by the checker itself is not observed."""
-        self._quiet = True
-        try:
-            yield
-        finally:
-            self._quiet = False
 
     total_norm = staticmethod(total_norm)
 
@@ -146,7 +132,6 @@ class Session:
     def start_batch(self, observed: Pass, batch: Any) -> None:
         self.current = observed
         observed.batches += 1
-        self.batch_index += 1
         self.labels = find_labels(batch)
         self.beat()
         self.emit(Event.BATCH, batch)
@@ -175,7 +160,7 @@ class Session:
     def _start_forward(self, module: nn.Module, args: Any) -> None:
         inputs = tensors_in(args)
         forward = Forward(len(self.forwards), id(module), type(module).__name__, torch.is_grad_enabled(),
-                          self.current.index if self.current is not None else None, self.updates,
+                          self.current.index if self.current is not None else None,
                           inputs[0].shape[0] if inputs and inputs[0].dim() else None, ref=weakref.ref(module))
         for t in inputs:
             held = self._unused_outputs.get(t.untyped_storage().data_ptr())
