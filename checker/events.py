@@ -54,7 +54,8 @@ class Pass:
 
     index: int
     loader: int
-    batches: int = 0
+    batches: int = 0  # batches yielded
+    used: int = 0  # ... on which a forward ran (a batch fetched, then dropped by a `break`, is not due an update)
     updates: int = 0  # updates that applied gradients of this pass's batches
 
 

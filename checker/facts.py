@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 class PassFacts:
     loader: int
     role: str  # "train": the loader's batches fed forwards a backward pass reached; "eval" otherwise
-    batches: int
+    batches: int  # batches a forward ran on
     updates: int
 
 
@@ -26,8 +26,9 @@ class RunFacts:
     backwards: int = 0
     backwards_before_first_update: int | None = None
     losses: list[float | None] = field(default_factory=list)  # per backward; None: NaN or infinite
+    loss_groups: list[int] = field(default_factory=list)  # per loss, the updater that applied it (-1: none)
     optimizers: int = 0
-    adversarial: bool = False  # two or more optimizers take turns on disjoint parameter sets
+    adversarial: bool = False  # optimizers take turns on disjoint parameters that one backward pass couples
     trained_params: int = 0
     params_finite: bool = True
     train_forwards: int = 0

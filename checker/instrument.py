@@ -2,7 +2,9 @@
 
 Every wrapper calls the original with exactly the arguments it was given and
 reads those arguments through the original's own signature, so defaults (e.g.
-``F.alpha_dropout``'s ``training=False``) never change. What was installed is
+``F.alpha_dropout``'s ``training=False``) never change. Inside code that
+``torch.compile`` traces, the wrappers and hooks only call through, so that they
+add no guards and no graph breaks. What was installed is
 remembered, so that a script that removes or replaces it can be told apart.
 """
 from __future__ import annotations
@@ -146,6 +148,8 @@ class Instrumentation:
 
             @functools.wraps(original)
             def dropout(*args: Any, **kwargs: Any):
+                if torch.compiler.is_compiling():
+                    return original(*args, **kwargs)
                 given = read(args, kwargs)
                 if given["p"] > 0:
                     session.mode("dropout", bool(given["training"]))
@@ -161,6 +165,8 @@ class Instrumentation:
 
         @functools.wraps(original_bn)
         def batch_norm(*args: Any, **kwargs: Any):
+            if torch.compiler.is_compiling():
+                return original_bn(*args, **kwargs)
             given = read_bn(args, kwargs)
             if given["running_mean"] is not None:  # without running statistics, train and eval behave alike
                 session.mode("batchnorm", bool(given["training"]))
@@ -177,6 +183,8 @@ class Instrumentation:
             @functools.wraps(original)
             def loss(*args: Any, **kwargs: Any):
                 output = original(*args, **kwargs)
+                if torch.compiler.is_compiling():
+                    return output
                 given = read(args, kwargs)
                 forward = session.last_forward.index if session.last_forward is not None else None
                 session.loss(LossCall(name, given["input"], given["target"], output, reduction_of(given), forward))

@@ -6,16 +6,18 @@
 Phases come from behaviour, not from names or DataLoaders (many trainers slice
 tensors instead): a forward whose output a backward pass reached is training; one
 run without gradients, or whose output no backward ever reached, is evaluation,
-unless its output fed a training forward (a GAN's generated batch) or it ran, with
-gradients, on a batch of a training loader (a forward whose loss was skipped:
-neither phase can be told). A DataLoader is a training loader when its batches
+unless its output fed a training forward (a GAN's generated batch, a frozen
+feature extractor's features) or it ran, with gradients, on a batch of a training
+loader (a forward whose loss was skipped): then neither phase can be told. A DataLoader is a training loader when its batches
 fed forwards that a backward pass reached, or updates happened while it was being consumed.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
+import types
 import weakref
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
@@ -49,6 +51,7 @@ class Session:
     backwards: int = 0
     backwards_before_first_update: int | None = None
     losses: list[float | None] = field(default_factory=list)
+    loss_groups: list[int] = field(default_factory=list)  # per loss: which updater applied it (-1: none yet)
     optimizers: list[torch.optim.Optimizer] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
     params: ParamWatch = field(default_factory=ParamWatch)
@@ -66,6 +69,12 @@ class Session:
     _models: dict[int, Any] = field(default_factory=dict)  # id -> weak reference, every top-level module
     _hand_models: set[int] = field(default_factory=set)  # ... that had parameters updated by hand
     _hand_trained: set[int] = field(default_factory=set)  # ids of their parameters
+    _batch_used: bool = True
+    _owners: dict[int, int] = field(default_factory=dict)  # parameter id -> id of the optimizer holding it
+    _touched: set[int] = field(default_factory=set)  # optimizers whose parameters the current backward reached
+    _coupled: bool = False  # one backward pass reached the parameters of two optimizers
+    _unapplied: list[int] = field(default_factory=list)  # losses since the last update
+    _updaters: dict[int | None, int] = field(default_factory=dict)  # optimizer id (None: by hand) -> ordinal
     _scaled: dict[int, float] = field(default_factory=dict)  # id of a GradScaler-scaled loss -> its scale
     _last_beat: float = 0.0
 
@@ -105,8 +114,10 @@ class Session:
 
     def phase(self, forward: Forward) -> str | None:
         """"train", "eval", or None when the run does not tell (see the module docstring)."""
-        if forward.reached or any(self.forwards[i].reached for i in forward.fed):
+        if forward.reached:
             return TRAIN
+        if any(self.forwards[i].reached for i in forward.fed):
+            return None  # a GAN's generated batch, or a frozen feature extractor's features: part of training
         if forward.grad and self.role(forward.pass_index) == TRAIN:
             return None
         return EVAL
@@ -132,6 +143,7 @@ class Session:
     def start_batch(self, observed: Pass, batch: Any) -> None:
         self.current = observed
         observed.batches += 1
+        self._batch_used = False
         self.labels = find_labels(batch)
         self.beat()
         self.emit(Event.BATCH, batch)
@@ -142,6 +154,8 @@ class Session:
         self.emit(Event.PASS_END, observed)
 
     def module_pre(self, module: nn.Module, args: Any) -> None:
+        if not observable():
+            return
         if self._depth == 0 and not isinstance(module, nn.modules.loss._Loss):
             self._start_forward(module, args)
         self._depth += 1
@@ -151,6 +165,8 @@ class Session:
         self.emit(Event.MODULE, module)
 
     def module_post(self, module: nn.Module, output: Any) -> None:
+        if not observable():
+            return
         self._depth = max(0, self._depth - 1)
         forward = self.forward
         if self._depth == 0 and forward is not None:
@@ -159,6 +175,9 @@ class Session:
 
     def _start_forward(self, module: nn.Module, args: Any) -> None:
         inputs = tensors_in(args)
+        if self.current is not None and not self._batch_used:
+            self.current.used += 1
+            self._batch_used = True
         forward = Forward(len(self.forwards), id(module), type(module).__name__, torch.is_grad_enabled(),
                           self.current.index if self.current is not None else None,
                           inputs[0].shape[0] if inputs and inputs[0].dim() else None, ref=weakref.ref(module))
@@ -166,6 +185,8 @@ class Session:
             held = self._unused_outputs.get(t.untyped_storage().data_ptr())
             if held is not None and held[0]() is not None:  # still alive: the pointer was not reused
                 held[1].fed.append(forward.index)
+        if type(module).__name__ == "OptimizedModule":  # hooks inside compiled code are not run: read the flags
+            forward.modes |= compiled_modes(module)
         self.forwards.append(forward)
         self._models.setdefault(id(module), forward.ref)
         self.forward = self.last_forward = forward
@@ -189,6 +210,8 @@ class Session:
         self.emit(Event.FORWARD_END, forward, output)
 
     def mode(self, kind: str, training: bool) -> None:
+        if not observable():
+            return
         if self.forward is not None:
             self.forward.modes.add("active" if training else "inactive")
         self.emit(Event.MODE, kind, training)
@@ -200,6 +223,7 @@ class Session:
         self._scaled[id(loss)] = scale
 
     def before_backward(self, loss: torch.Tensor) -> None:
+        self._settle_backward()
         self._check_manual_update()
         self.backwards += 1
         self._backwards_since_update += 1
@@ -207,15 +231,21 @@ class Session:
         if loss.numel() == 1:  # losses as JSON-safe floats; None marks a NaN or infinite loss
             value = float(loss.detach().float()) / self._scaled.pop(id(loss), 1.0)
             self.losses.append(value if math.isfinite(value) else None)
+            self.loss_groups.append(-1)
+            self._unapplied.append(len(self.losses) - 1)
         self.emit(Event.BACKWARD, loss)
 
     def _on_grad(self, p: torch.Tensor, grad: torch.Tensor) -> None:
+        owner = self._owners.get(id(p))
+        if owner is not None:
+            self._touched.add(owner)
         self.emit(Event.GRAD, p, grad)
 
     def add_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
         if not any(opt is optimizer for opt in self.optimizers):
             self.optimizers.append(optimizer)
         for p in optimizer.param_groups[-1]["params"]:
+            self._owners.setdefault(id(p), id(optimizer))
             self.params.manage(p, self._on_grad)
 
     def step_pre(self, optimizer: torch.optim.Optimizer) -> None:
@@ -278,13 +308,23 @@ class Session:
             self._alternations += 1
         self._last_updater = updater
         self._updates_by[updater] += 1
+        group = self._updaters.setdefault(updater, len(self._updaters))
+        for index in self._unapplied:
+            self.loss_groups[index] = group
+        self._unapplied.clear()
         self.updates += 1
         self._backwards_since_update = 0
         self._credit()
 
     # -- the record ---------------------------------------------------------
+    def _settle_backward(self) -> None:
+        """The previous backward pass is over: did it reach the parameters of two optimizers?"""
+        self._coupled = self._coupled or len(self._touched) >= 2
+        self._touched.clear()
+
     def finish(self) -> None:
         """The script ended: account for a manual update made after the last backward."""
+        self._settle_backward()
         self._check_manual_update()
 
     def summary(self, tampered: list[str]) -> RunFacts:
@@ -292,7 +332,7 @@ class Session:
         params = self.trained_params()
         phases = [self.phase(f) for f in self.forwards]
         return RunFacts(
-            passes=[PassFacts(p.loader, TRAIN if p.loader in train else EVAL, p.batches, p.updates) for p in self.passes],
+            passes=[PassFacts(p.loader, TRAIN if p.loader in train else EVAL, p.used, p.updates) for p in self.passes],
             dataloaders=len({p.loader for p in self.passes}),
             updates=self.updates,
             manual_updates=self.manual_updates,
@@ -300,8 +340,9 @@ class Session:
             backwards=self.backwards,
             backwards_before_first_update=self.backwards_before_first_update,
             losses=self.losses,
+            loss_groups=self.loss_groups,
             optimizers=sum(1 for opt in self.optimizers if self._updates_by.get(id(opt))),
-            adversarial=self._alternations >= 2 and self._disjoint_optimizers(),
+            adversarial=self._alternations >= 2 and self._coupled and self._disjoint_optimizers(),
             trained_params=len(params),
             params_finite=all(math.isfinite(total_norm([p])) for p in params),
             train_forwards=phases.count(TRAIN),
@@ -321,22 +362,44 @@ class Session:
         return len(used) >= 2
 
 
+def observable() -> bool:
+    """Module calls worth observing: not traced by torch.compile, not recomputed inside a backward pass
+    (activation checkpointing runs forwards again while autograd's engine works)."""
+    return not torch.compiler.is_compiling() and torch._C._current_graph_task_id() == -1
+
+
+def compiled_modes(module: nn.Module) -> set[str]:
+    """"active" / "inactive" from the dropout and batch-norm layers inside a compiled model, by their flags."""
+    found = set()
+    for m in module._orig_mod.modules():
+        dropout = isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0
+        batchnorm = isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats
+        if dropout or batchnorm:
+            found.add("active" if m.training else "inactive")
+    return found
+
+
 def tensors_in(value: Any, limit: int = MAX_OUTPUT_TENSORS) -> list[torch.Tensor]:
-    """The first few tensors in a (nested) tuple, list or dict.
+    """The first few tensors in a (nested) tuple, list, dict, dataclass or namespace (a model's output object).
 
     Iterative on purpose: a recursive closure would be a reference cycle holding the tensors, and so
     their autograd graphs, until the garbage collector ran.
     """
     found: list[torch.Tensor] = []
-    stack = [value]
-    while stack and len(found) < limit:
+    stack, seen = [value], 0
+    while stack and len(found) < limit and seen < 4 * MAX_OUTPUT_TENSORS:
         item = stack.pop()
+        seen += 1
         if isinstance(item, torch.Tensor):
             found.append(item)
         elif isinstance(item, (tuple, list)):
             stack.extend(reversed(item))
         elif isinstance(item, dict):
             stack.extend(reversed(list(item.values())))
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            stack.extend(reversed([getattr(item, f.name, None) for f in dataclasses.fields(item)]))
+        elif isinstance(item, types.SimpleNamespace):
+            stack.extend(reversed(list(vars(item).values())))
     return found
 
 

@@ -48,7 +48,7 @@ PREMISES = [
     ("dcgan", "health.loss-falls", NOT_APPLICABLE),
     # T_max=200 stepped per epoch in a 3-epoch run: the horizon says neither
     ("cifar_compose", "lr-schedule", CANNOT_TELL),
-    ("lambda_subclass", "lr-schedule", CANNOT_TELL),
+    ("lambda_subclass", "lr-schedule", PASS),  # a LambdaLR subclass whose rate reaches zero at the last step
     ("plateau", "lr-schedule", PASS),
     # not classifiers: no ln(k), no accuracy
     ("vae", "health.val-accuracy", NOT_APPLICABLE),
@@ -58,6 +58,25 @@ PREMISES = [
     ("cifar_compose", "worker-rng", PASS),
     # no model.train() at all: a model without dropout or batch-norm
     ("quickstart", "train-mode", NOT_APPLICABLE),
+    # a frozen encoder in eval mode, under no_grad, feeding a trained linear probe
+    ("simclr", "train-mode", PASS),
+    # stages one after another (a teacher, then a student): each updater's own loss falls
+    ("distill", "health.loss-falls", PASS),
+    # two independent models, each with its optimizer: not adversarial, both losses judged
+    ("two_optimizers", "health.loss-falls", PASS),
+    # a Wasserstein critic and its generator are adversarial
+    ("wgan_gp", "health.loss-falls", NOT_APPLICABLE),
+    # a batch fetched and dropped by `break` is not due an update
+    ("early_stop", "health.updates-every-batch", PASS),
+    # activation checkpointing re-runs blocks inside backward: not evaluation
+    ("grad_checkpoint", "eval-mode", PASS),
+    # the model returns a dataclass: its graph is still found
+    ("hf_dataclass", "graphs-retained", PASS),
+    ("hf_dataclass", "train-mode", PASS),
+    # validation computing accuracy from the outputs, while training computes a loss
+    ("ema", "health.val-accuracy", PASS),
+    # torch.compile(fullgraph=True): the checker's hooks add no guards inside compiled code
+    ("compiled_fullgraph", "train-mode", PASS),
 ]
 
 

@@ -150,3 +150,18 @@ def test_health_fails_when_nothing_is_learned():
     obs = health.Observation(classes=2, accuracy={"correct": 52, "total": 100, "majority": 50, "source": "output"})
     flat = health.judge(obs, facts([("train", 16, 16)], losses=[0.69] * 16))
     assert {p.probe for p in flat.parts if p.status == FAIL} == {"health.loss-falls", "health.val-accuracy"}
+
+
+def test_a_per_step_schedule_that_decays_to_zero_at_the_last_step_spans_the_run():
+    linear = [0.1 * min(1, (k + 1) / 10) * (100 - k) / 100 for k in range(100)]
+    assert status(schedule("WarmupLinear", base="LambdaLR", calls=100, updates=100, epochs=0, lrs=linear)) == PASS
+    cut_short = linear[:60]
+    assert status(schedule("WarmupLinear", base="LambdaLR", calls=60, updates=60, epochs=0, lrs=cut_short)) == CANNOT_TELL
+
+
+def test_losses_are_judged_per_updater_and_not_when_they_take_both_signs():
+    stages = facts([("train", 40, 40)], losses=[1.6, 1.0, 0.5, 0.1, 0.05] * 4 + [9.0, 7.0, 5.0, 3.0, 1.5] * 4,
+                   loss_groups=[0] * 20 + [1] * 20)
+    assert rows(health.Observation(), stages)["health.loss-falls"] == PASS  # a teacher's, then a student's loss
+    surrogate = facts([("train", 10, 10)], losses=[-0.2, 0.3, -0.1, 0.25, -0.4, 0.1, -0.3, 0.2, -0.35, 0.15])
+    assert rows(health.Observation(), surrogate)["health.loss-falls"] == NOT_APPLICABLE

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from checker.events import Event
 from checker.facts import RunFacts
-from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
+from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
 
 ID = "graphs-retained"
 TITLE = "graphs freed every step"
@@ -87,14 +87,9 @@ class Observer:
 
 
 def first_graph_node(output):
-    if hasattr(output, "grad_fn"):
-        return output.grad_fn
-    items = output.values() if isinstance(output, dict) else output if isinstance(output, (tuple, list)) else ()
-    for item in items:
-        found = first_graph_node(item)
-        if found is not None:
-            return found
-    return None
+    from checker.session import tensors_in
+
+    return next((t.grad_fn for t in tensors_in(output) if t.grad_fn is not None), None)
 
 
 def growth(alive: list[int]) -> tuple[int, int, int]:
@@ -114,6 +109,9 @@ def growth(alive: list[int]) -> tuple[int, int, int]:
 
 def judge(obs: Observation, facts: RunFacts) -> Finding:
     if obs.tagged == 0:
+        if facts.updates and facts.backwards:
+            return Finding(ID, TITLE, CANNOT_TELL, message="the model trained, but no output of a forward pass carried "
+                                                            "its autograd graph where the checker could find it")
         return Finding(ID, TITLE, NOT_APPLICABLE, message="no forward pass built an autograd graph")
     sequences = [(alive, "steps") for alive in obs.alive] + [(alive, "validation batches") for alive in obs.eval_alive]
     counted = [(alive, unit) for alive, unit in sequences if len(alive) >= MIN_COUNTS]

@@ -71,8 +71,10 @@ class Observer:
             self._score(call.forward, *decisions, "loss")
 
     def on_forward_end(self, forward, output) -> None:
+        from checker.session import tensors_in
+
         labels = self.session.labels
-        logits = output if hasattr(output, "shape") else first_tensor(output)
+        logits = next(iter(tensors_in(output, 1)), None)
         if labels is None or logits is None or logits.dim() == 0 or logits.shape[0] != labels.shape[0]:
             return
         labels = labels.long()
@@ -113,15 +115,14 @@ class Observer:
         return self.obs.first_loss is None or (self.obs.classes is not None and row["classes"] == self.obs.classes)
 
     def _last_evaluation(self) -> dict | None:
-        """Accuracy over the last run of evaluation forwards that were scored."""
-        from_loss = any(r["source"] == "loss" for r in self.scored.values())
+        """Accuracy over the last run of evaluation forwards that were scored (each by its loss if it had one)."""
         blocks: list[list[dict]] = [[]]
         for forward in self.session.forwards:
             phase = self.session.phase(forward)
             row = self.scored.get(forward.index)
             if phase == "train" and blocks[-1]:
                 blocks.append([])
-            elif phase == "eval" and row and row["total"] and self._usable(row) and (row["source"] == "loss" or not from_loss):
+            elif phase == "eval" and row and row["total"] and self._usable(row):
                 blocks[-1].append(row)
         chosen = next((block for block in reversed(blocks) if block), None)
         if not chosen:
@@ -174,11 +175,6 @@ def per_sample_decisions(call, session):
     return None
 
 
-def first_tensor(output):
-    items = output.values() if isinstance(output, dict) else output if isinstance(output, (tuple, list)) else ()
-    return next((t for t in items if hasattr(t, "shape")), None)
-
-
 def _row(name: str, ok: bool | None, measured: str, threshold: str, message: str) -> Finding:
     status = NOT_APPLICABLE if ok is None else PASS if ok else FAIL
     return Finding(f"{ID}.{name}", name.replace("-", " "), status, measured, threshold, message)
@@ -201,16 +197,38 @@ def initial_loss(obs: Observation, facts: RunFacts) -> Finding:
 
 
 def loss_falls(facts: RunFacts) -> Finding:
+    """Each updater's own losses (a teacher's, then a student's) must fall; the losses of stages are not mixed."""
     if facts.adversarial:
         return _row("loss-falls", None, "", "", "not judged: two optimizers take turns on disjoint parameters "
                                                 "(adversarial training), where losses need not fall")
-    values = finite(facts.losses)
+    groups: dict[int, list[float]] = defaultdict(list)
+    for value, group in zip(facts.losses, facts.loss_groups or [-1] * len(facts.losses)):
+        groups[group].append(value)
+    if len(groups) > 1:
+        groups.pop(-1, None)  # losses after the last update
+    results = [fall(finite(values)) for _, values in sorted(groups.items())]
+    judged = [r for r in results if r[0] is not None]
+    if len(finite(facts.losses)) < 2:
+        return _row("loss-falls", False, f"{len(finite(facts.losses))} finite losses", "≥ 2",
+                    "too few finite training losses to see learning")
+    if not judged:
+        return _row("loss-falls", None, "", "", f"not judged: {results[0][3]}")
+    ok, start, end, message = min(judged, key=lambda r: r[0])
+    stage = f" (updater {results.index((ok, start, end, message)) + 1} of {len(results)})" if len(results) > 1 else ""
+    measured = f"{start:.3g} -> {end:.3g}" if start is not None else message
+    return _row("loss-falls", ok, measured, f"≤ start - {FALL:.0%} of |start|", message + stage)
+
+
+def fall(values: list[float]) -> tuple[bool | None, float | None, float | None, str]:
+    """(fell, first fifth's mean, last fifth's mean, message) for one objective's losses."""
     if len(values) < 2:
-        return _row("loss-falls", False, f"{len(values)} finite losses", "≥ 2", "too few finite training losses to see learning")
+        return None, None, None, "too few finite training losses to see learning"
+    if min(values) < 0 < max(values) and min(-min(values), max(values)) > FALL * (max(values) - min(values)):
+        return None, None, None, "the loss takes both signs (a surrogate objective, as in policy gradients)"
     fifth = max(1, len(values) // 5)
     start, end = sum(values[:fifth]) / fifth, sum(values[-fifth:]) / fifth
-    return _row("loss-falls", end <= start - FALL * abs(start) and end != start, f"{start:.3g} -> {end:.3g}",
-                f"≤ start - {FALL:.0%} of |start|", f"mean training loss went from {start:.3g} to {end:.3g}")
+    return (end <= start - FALL * abs(start) and end != start, start, end,
+            f"mean training loss went from {start:.3g} to {end:.3g}")
 
 
 def judge(obs: Observation, facts: RunFacts) -> Finding:

@@ -15,7 +15,9 @@ unambiguous evidence fails:
 It passes when the granularity agrees with the scheduler: OneCycleLR/CyclicLR per
 update, a horizon matching the updates (per update) or the epochs (per epoch),
 a warm-up horizon shorter than the run per update, StepLR, MultiStepLR,
-ExponentialLR or ReduceLROnPlateau per epoch. Everything else (a horizon that
+ExponentialLR or ReduceLROnPlateau per epoch, any schedule stepped per update whose
+rate heads to zero exactly at the run's last update (a linear or cosine decay
+over this run's steps). Everything else (a horizon that
 matches neither, e.g. ``T_max=200`` in a 3-epoch run; LambdaLR and other
 schedules whose intent is code; schedulers nested in SequentialLR) cannot be told.
 """
@@ -125,6 +127,14 @@ def near(value: int, target: int) -> bool:
     return abs(value - target) <= max(1, round(0.05 * target))
 
 
+def ends_at_zero(lrs: list[float]) -> bool:
+    """The rate falls to (nearly) zero and would reach it right after the last update: a horizon of this run."""
+    if len(lrs) < 3 or max(lrs) <= 0:
+        return False
+    last, before = lrs[-1], lrs[-2]
+    return last < before and last <= 0.05 * max(lrs) and 2 * last - before <= 1e-12 * max(lrs)
+
+
 def judge_one(r: ScheduleRecord) -> tuple[str, str]:
     """(status, message) for one scheduler."""
     name, how = r.type, granularity(r)
@@ -163,6 +173,8 @@ def judge_one(r: ScheduleRecord) -> tuple[str, str]:
                              f"{r.updates} optimizer steps nor its {r.epochs} epochs")
     if r.base in PER_EPOCH and how == "epoch":
         return PASS, f"{name}, an epoch schedule, was stepped once per epoch"
+    if how == "update" and ends_at_zero(r.lrs):
+        return PASS, f"{name} was stepped once per optimizer step and its rate reaches zero at the run's last step"
     return CANNOT_TELL, f"{name} was stepped {stepped}; nothing in its settings says which granularity it was built for"
 
 

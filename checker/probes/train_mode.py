@@ -76,5 +76,5 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
         return Finding(ID, TITLE, CANNOT_TELL, measured, threshold,
                        f"{', '.join(obs.frozen_from_start)} trained with dropout and batch-norm in evaluation "
                        "behaviour from the start: a deliberate freeze cannot be told from a mistake", series)
-    return Finding(ID, TITLE, PASS, measured, threshold, "every training forward ran with dropout and batch-norm active",
-                   series)
+    return Finding(ID, TITLE, PASS, measured, threshold,
+                   "no training forward ran with all its dropout and batch-norm in evaluation behaviour", series)

@@ -1,4 +1,4 @@
-# expect: gradient-flow
+# expect: gradient-flow health
 """Imitates a DCGAN-style training script (netG/netD, weights_init, BCE, two Adam optimizers, the
 D-real / D-fake / G update sequence per iteration), shrunk to 1-D synthetic waveforms."""
 import math
