@@ -290,12 +290,15 @@ class ObservedIterator:
 
 def arguments_of(function: Callable) -> Callable[[tuple, dict], dict]:
     """A reader of a call's arguments by name, with the function's own defaults filled in."""
-    signature = inspect.signature(function)
+    parameters = list(inspect.signature(function).parameters.values())
+    names = [p.name for p in parameters]
+    defaults = {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
 
-    def read(args: tuple, kwargs: dict) -> dict:
-        bound = signature.bind_partial(*args, **kwargs)
-        bound.apply_defaults()
-        return bound.arguments
+    def read(args: tuple, kwargs: dict) -> dict:  # called on every dropout and loss: no Signature.bind
+        given = dict(defaults)
+        given.update(zip(names, args))
+        given.update(kwargs)
+        return given
 
     return read
 
