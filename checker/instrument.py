@@ -143,36 +143,17 @@ class Instrumentation:
     def _wrap_mode_functions(self) -> None:
         session = self.session
 
-        def observe_dropout(original: Callable) -> Callable:
-            read = arguments_of(original)
+        def dropout(given: dict) -> None:
+            if given["p"] > 0:
+                session.mode("dropout", bool(given["training"]))
 
-            @functools.wraps(original)
-            def dropout(*args: Any, **kwargs: Any):
-                if torch.compiler.is_compiling():
-                    return original(*args, **kwargs)
-                given = read(args, kwargs)
-                if given["p"] > 0:
-                    session.mode("dropout", bool(given["training"]))
-                return original(*args, **kwargs)
-
-            return dropout
-
-        for name in DROPOUT_FUNCTIONS:
-            self._patch(F, name, observe_dropout(getattr(F, name)))
-
-        original_bn = F.batch_norm
-        read_bn = arguments_of(original_bn)
-
-        @functools.wraps(original_bn)
-        def batch_norm(*args: Any, **kwargs: Any):
-            if torch.compiler.is_compiling():
-                return original_bn(*args, **kwargs)
-            given = read_bn(args, kwargs)
+        def batch_norm(given: dict) -> None:
             if given["running_mean"] is not None:  # without running statistics, train and eval behave alike
                 session.mode("batchnorm", bool(given["training"]))
-            return original_bn(*args, **kwargs)
 
-        self._patch(F, "batch_norm", batch_norm)
+        for name in DROPOUT_FUNCTIONS:
+            self._patch(F, name, observing(getattr(F, name), dropout))
+        self._patch(F, "batch_norm", observing(F.batch_norm, batch_norm))
 
     def _wrap_losses(self) -> None:
         session = self.session
@@ -286,6 +267,19 @@ class ObservedIterator:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+def observing(original: Callable, look: Callable[[dict], None]) -> Callable:
+    """``original``, calling ``look(arguments by name)`` first, except inside code torch.compile traces."""
+    read = arguments_of(original)
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not torch.compiler.is_compiling():
+            look(read(args, kwargs))
+        return original(*args, **kwargs)
+
+    return wrapper
 
 
 def arguments_of(function: Callable) -> Callable[[tuple, dict], dict]:
