@@ -29,15 +29,12 @@ def sparkline(values: list, width: int = 48, low: float | None = None, high: flo
 
 
 def evidence(probe: str, series: dict[str, list]) -> list[tuple[str, str, str]]:
-    """Rows (label, plot, note) for a probe's series, the expected curve on the same scale."""
+    """Rows (label, plot, note) for a probe's series, with what was expected where there is a bound."""
     rows = []
     if probe == "lr-schedule":
-        observed, expected = series.get("learning rate per step", []), series.get("scheduled learning rate", [])
-        both = [v for v in observed + expected if v is not None]
-        low, high = min(both, default=0.0), max(both, default=0.0)
+        observed = [v for v in series.get("learning rate per step", []) if v is not None]
+        low, high = min(observed, default=0.0), max(observed, default=0.0)
         rows.append(("learning rate per step", sparkline(observed, low=low, high=high), f"{low:.2g}..{high:.2g}"))
-        if expected:
-            rows.append(("expected (scheduler)", sparkline(expected, low=low, high=high), ""))
     elif probe == "clip-order":
         norms, clip = series.get("applied gradient norm per step", []), series.get("clip value", [None])[0]
         over = sum(1 for n in norms if clip is not None and n > clip)
