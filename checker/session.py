@@ -64,7 +64,6 @@ class Session:
     _backwards_since_update: int = 0
     _last_updater: int | None = None
     _alternations: int = 0  # updates by another optimizer than the last, with a backward in between
-    _updates_by: dict[int, int] = field(default_factory=lambda: defaultdict(int))
     _unused_outputs: OrderedDict = field(default_factory=OrderedDict)  # storage pointer -> (tensor ref, Forward)
     _models: dict[int, Any] = field(default_factory=dict)  # id -> weak reference, every top-level module
     _hand_models: set[int] = field(default_factory=set)  # ... that had parameters updated by hand
@@ -74,7 +73,7 @@ class Session:
     _touched: set[int] = field(default_factory=set)  # optimizers whose parameters the current backward reached
     _coupled: bool = False  # one backward pass reached the parameters of two optimizers
     _unapplied: list[int] = field(default_factory=list)  # losses since the last update
-    _updaters: dict[int | None, int] = field(default_factory=dict)  # optimizer id (None: by hand) -> ordinal
+    _updaters: dict[int | None, int] = field(default_factory=dict)  # optimizer id (None: by hand) that updated -> ordinal
     _scaled: dict[int, float] = field(default_factory=dict)  # id of a GradScaler-scaled loss -> its scale
     _last_beat: float = 0.0
 
@@ -307,7 +306,6 @@ class Session:
         if updater != self._last_updater and self._last_updater is not None and self._backwards_since_update:
             self._alternations += 1
         self._last_updater = updater
-        self._updates_by[updater] += 1
         group = self._updaters.setdefault(updater, len(self._updaters))
         for index in self._unapplied:
             self.loss_groups[index] = group
@@ -341,7 +339,7 @@ class Session:
             backwards_before_first_update=self.backwards_before_first_update,
             losses=self.losses,
             loss_groups=self.loss_groups,
-            optimizers=sum(1 for opt in self.optimizers if self._updates_by.get(id(opt))),
+            optimizers=sum(1 for opt in self.optimizers if id(opt) in self._updaters),
             adversarial=self._alternations >= 2 and self._coupled and self._disjoint_optimizers(),
             trained_params=len(params),
             params_finite=all(math.isfinite(total_norm([p])) for p in params),
@@ -352,7 +350,7 @@ class Session:
         )
 
     def _disjoint_optimizers(self) -> bool:
-        used = [opt for opt in self.optimizers if self._updates_by.get(id(opt))]
+        used = [opt for opt in self.optimizers if id(opt) in self._updaters]
         seen: set[int] = set()
         for opt in used:
             ids = {id(p) for group in opt.param_groups for p in group["params"]}

@@ -28,6 +28,10 @@ class Report:
     log_path: str = ""
     output_truncated: bool = False
 
+    def statuses(self) -> dict[str, str]:
+        """Each probe's status, by probe id."""
+        return {f.probe: f.status for f in self.findings}
+
     def to_json(self) -> dict:
         return {
             "schema": SCHEMA,

@@ -58,7 +58,7 @@ def record_kata(path: Path, report) -> str | None:
     if info is None or info.bug not in BUGS:
         return None
     bug = BUGS[info.bug]
-    status = bug.status({f.probe: f.status for f in report.findings})
+    status = bug.status(report.statuses())
     if status != "fixed" and report.verdict == "pass":
         unsure = [f.message for f in report.findings if f.probe in bug.probes and f.status != "pass"]
         report.verdict, report.exit_code = "fail", EXIT_SYMPTOM

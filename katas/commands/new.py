@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from katas.commands.common import KataError, limits_of, pick_reference, references, run_options
+from katas.commands.common import KataError, limits_of, observe, pick_reference, references, run_options
 
 
 @click.command()
@@ -142,7 +142,7 @@ def plant_verified(options: list, path: Path, seed: int, at_random: bool, device
         raise KataError(f"kata check cannot run {name}: {baseline.problem}")
     tried = []
     for bug, ctx in options:
-        if bug.status(probe_statuses(baseline)) == "still present":
+        if bug.status(baseline.statuses()) == "still present":
             if not at_random:
                 raise KataError(f"{name} already shows the symptom of `{bug.id}` before any bug is planted "
                                 f"({symptom(bug, baseline)})")
@@ -155,7 +155,7 @@ def plant_verified(options: list, path: Path, seed: int, at_random: bool, device
                 mutation = inject(bug, ctx, seed, name, site.id)
                 candidate.write_text(mutation.source)
                 report = checked(candidate, device, limits)
-                if bug.status(probe_statuses(report)) == "still present":
+                if bug.status(report.statuses()) == "still present":
                     return bug, mutation
         if not at_random:
             plural = "s" if len(sites) > 1 else ""
@@ -168,18 +168,11 @@ def plant_verified(options: list, path: Path, seed: int, at_random: bool, device
 
 def checked(path: Path, device: str, limits):
     """`kata check`'s report on ``path``, run in a separate process; Ctrl-C ends `kata new` too."""
-    from checker.runner import run
-    from checker.verdict import judge
-
-    report = judge(run(path, device, limits), str(path), device, limits)
+    report = observe(path, device, limits)
     if report.verdict == "interrupted":
         click.echo(f"Interrupted: {report.problem}", err=True)
         sys.exit(report.exit_code)
     return report
-
-
-def probe_statuses(report) -> dict[str, str]:
-    return {f.probe: f.status for f in report.findings}
 
 
 def symptom(bug, report) -> str:

@@ -73,7 +73,7 @@ def minutes_taken(script: Path, key_dir: Path) -> float | None:
 def grade(script: Path, key_dir: Path, report) -> Grade:
     key = load_key(key_dir)
     result = Grade(script, key, report, minutes_taken=minutes_taken(script, key_dir))
-    statuses = {f.probe: f.status for f in report.findings}
+    statuses = report.statuses()
     injected = {probe for b in key["bugs"] for probe in BUGS[b["id"]].probes}
     result.bugs = [{"id": b["id"], "title": b["title"], "status": BUGS[b["id"]].status(statuses)} for b in key["bugs"]]
     result.new_symptoms = [{"probe": f.probe, "message": f.message} for f in report.findings
