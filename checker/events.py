@@ -54,8 +54,7 @@ class Pass:
 
     index: int
     loader: int
-    batches: int = 0  # batches yielded
-    used: int = 0  # ... on which a forward ran (a batch fetched, then dropped by a `break`, is not due an update)
+    batches: int = 0  # batches a forward ran on (a batch fetched, then dropped by a `break`, is not due an update)
     updates: int = 0  # updates that applied gradients of this pass's batches
 
 
@@ -82,7 +81,6 @@ class Forward:
 class Update:
     """Parameters changed by an optimizer step, or by hand (``p.data.add_(...)``, ``p -= lr * p.grad``)."""
 
-    index: int
     params: list  # the parameter tensors it updates
     optimizer: Any = None  # None for a manual update
     pass_index: int | None = None

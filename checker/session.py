@@ -141,7 +141,6 @@ class Session:
     # -- the timeline, fed by checker.instrument ------------------------------
     def start_batch(self, observed: Pass, batch: Any) -> None:
         self.current = observed
-        observed.batches += 1
         self._batch_used = False
         self.labels = find_labels(batch)
         self.beat()
@@ -175,7 +174,7 @@ class Session:
     def _start_forward(self, module: nn.Module, args: Any) -> None:
         inputs = tensors_in(args)
         if self.current is not None and not self._batch_used:
-            self.current.used += 1
+            self.current.batches += 1
             self._batch_used = True
         forward = Forward(len(self.forwards), id(module), type(module).__name__, torch.is_grad_enabled(),
                           self.current.index if self.current is not None else None,
@@ -252,7 +251,7 @@ class Session:
             return
         self._check_manual_update()
         params = [p for group in optimizer.param_groups for p in group["params"]]
-        self._step = Update(self.updates, params, optimizer, self.current.index if self.current is not None else None)
+        self._step = Update(params, optimizer, self.current.index if self.current is not None else None)
         self.emit(Event.UPDATE_PRE, self._step)
 
     def step_post(self, optimizer: torch.optim.Optimizer) -> None:
@@ -283,7 +282,7 @@ class Session:
             if key not in self._hand_models and any(id(p) in ids for p in params):
                 self._hand_models.add(key)
                 self._hand_trained |= {id(p) for p in params}
-        update = Update(self.updates, changed, None, self.current.index if self.current is not None else None)
+        update = Update(changed, None, self.current.index if self.current is not None else None)
         self.emit(Event.UPDATE_PRE, update)
         self.manual_updates += 1
         self._count_update(None)
@@ -330,7 +329,7 @@ class Session:
         params = self.trained_params()
         phases = [self.phase(f) for f in self.forwards]
         return RunFacts(
-            passes=[PassFacts(p.loader, TRAIN if p.loader in train else EVAL, p.used, p.updates) for p in self.passes],
+            passes=[PassFacts(p.loader, TRAIN if p.loader in train else EVAL, p.batches, p.updates) for p in self.passes],
             dataloaders=len({p.loader for p in self.passes}),
             updates=self.updates,
             manual_updates=self.manual_updates,
