@@ -1,4 +1,9 @@
-"""What a probe concludes: a status, the measured figure, the threshold and the symptom."""
+"""What a probe concludes: a status, the measured figure, the threshold, and two ways of saying what it saw.
+
+``message`` is the diagnosis: it may name the cause. ``observed`` is the symptom alone, what an engineer
+with good instrumentation would see (a curve, a count, a value at a step), for reports that must not
+give a kata's answer away; it defaults to the diagnosis where that names no cause.
+"""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -17,13 +22,21 @@ class Finding:
     message: str = ""
     series: dict[str, list] = field(default_factory=dict)
     parts: list["Finding"] = field(default_factory=list)
+    observed: str = ""  # the symptom without its cause; empty means `message` names no cause
 
     @property
     def failed(self) -> bool:
         return self.status in (FAIL, ERROR)
 
+    @property
+    def symptom(self) -> str:
+        return self.observed or self.message
+
     def to_json(self) -> dict:
         data = asdict(self)
-        if not self.parts:
+        data["observed"] = self.symptom
+        if self.parts:
+            data["parts"] = [part.to_json() for part in self.parts]
+        else:
             del data["parts"]
         return data

@@ -71,6 +71,7 @@ def check(script: str, device: str, channel_dir: str, key: str) -> None:
     instrumentation = Instrumentation(session)
     instrumentation.install()
     outcome = run_script(script, device)
+    session.script_globals = _kept[-1] if _kept else {}
     try:
         session.finish()
     except Exception as exc:  # the run's last manual update could not be read: said, never hidden

@@ -54,6 +54,7 @@ class Session:
     loss_groups: list[int] = field(default_factory=list)  # per loss: which updater applied it (-1: none yet)
     optimizers: list[torch.optim.Optimizer] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
+    script_globals: dict[str, Any] = field(default_factory=dict)  # the finished script's globals, for naming
     params: ParamWatch = field(default_factory=ParamWatch)
     _listeners: dict[Event, list[tuple[str, Callable]]] = field(default_factory=lambda: defaultdict(list))
     _depth: int = 0

@@ -1,4 +1,10 @@
-"""From a run to a report: judge every probe and choose the exit code."""
+"""From a run to a report: judge every probe and choose the exit code.
+
+A report is told at one of two levels. ``diagnosis`` (the default) names each
+check and what caused its failure. ``symptoms`` names each check by what it
+looks at and says only what was seen (for katas and interview tasks, whose
+answer a cause-naming report would give away).
+"""
 from __future__ import annotations
 
 import signal
@@ -6,10 +12,11 @@ from dataclasses import dataclass, field
 
 from checker.facts import RunFacts
 from checker.findings import ERROR, Finding
-from checker.probes import PROBES
+from checker.probes import BY_ID, PROBES
 from checker.runner import Limits, Run
 
-SCHEMA = "torch-katas/check/2"
+SCHEMA = "torch-katas/check/3"
+DIAGNOSIS, SYMPTOMS = "diagnosis", "symptoms"
 EXIT_PASS, EXIT_SYMPTOM, EXIT_USAGE, EXIT_SCRIPT_FAILED, EXIT_TIMEOUT = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130
 
@@ -27,6 +34,8 @@ class Report:
     seconds: float = 0.0
     log_path: str = ""
     output_truncated: bool = False
+    disclosure: str = DIAGNOSIS
+    ran: bool = True  # False when the file could not be run at all
 
     def statuses(self) -> dict[str, str]:
         """Each probe's status, by probe id."""
@@ -42,11 +51,34 @@ class Report:
             "problem": self.problem,
             "detail": self.detail,
             "seconds": round(self.seconds, 3),
-            "probes": [f.to_json() for f in self.findings],
+            "ran": self.ran,
+            "disclosure": self.disclosure,
+            "probes": [f.to_json() if self.disclosure == DIAGNOSIS else symptom_json(f) for f in self.findings],
             "output_tail": self.output,
             "output_truncated": self.output_truncated,
             "log": self.log_path,
         }
+
+
+def symptom_title(probe: str) -> str:
+    module = BY_ID.get(probe)
+    return module.SYMPTOM if module else probe
+
+
+def symptom_json(f: Finding) -> dict:
+    """A finding as its symptom: named by what was seen, without the probe's id or its diagnosis."""
+    module = BY_ID.get(f.probe)
+    doc = {"symptom": module.SYMPTOM_ID if module else f.probe, "title": symptom_title(f.probe), "status": f.status,
+           "measured": f.measured, "threshold": f.threshold, "observed": f.symptom, "series": f.series}
+    if f.parts:
+        doc["parts"] = [symptom_json(part) for part in f.parts]
+    return doc
+
+
+def unusable(script: str, device: str, problem: str, detail: str, exit_code: int) -> Report:
+    """The report on a file that could not be run at all (not found, not Python, empty ...)."""
+    verdict = "usage" if exit_code == EXIT_USAGE else "script-failed"
+    return Report(script, device, verdict, exit_code, problem, detail, ran=False)
 
 
 def judge(run: Run, script: str, device: str, limits: Limits) -> Report:

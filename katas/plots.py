@@ -1,11 +1,11 @@
-"""Compact terminal plots: a series as one line of block characters, next to what was expected."""
+"""Compact terminal plots: a series as one line of block characters, between the values its ends stand for."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 MISSING = "✗"  # a NaN or infinite value
-
 
 EXPECTED = {
     "graphs-retained": "expected: bounded, not growing",
@@ -16,37 +16,57 @@ EXPECTED = {
 
 
 def sparkline(values: list, width: int = 48, low: float | None = None, high: float | None = None) -> str:
-    """``values`` squeezed into ``width`` characters (each the mean of its share); None shows as ✗."""
-    if not values:
+    """``values`` in at most ``width`` characters: one per value, or each the mean of its share; None shows as ✗."""
+    if not values or width < 1:
         return ""
-    chunks = [values[i * len(values) // width:(i + 1) * len(values) // width] for i in range(min(width, len(values)))]
-    points = [None if any(v is None or not math.isfinite(v) for v in c) else sum(c) / len(c) for c in chunks if c]
+    n = min(width, len(values))
+    chunks = [values[i * len(values) // n:(i + 1) * len(values) // n] for i in range(n)]
+    points = [None if any(v is None or not math.isfinite(v) for v in c) else sum(c) / len(c) for c in chunks]
     finite = [p for p in points if p is not None]
     low = min(finite, default=0.0) if low is None else low
     high = max(finite, default=0.0) if high is None else high
-    span = (high - low) or 1.0
-    return "".join(MISSING if p is None else BLOCKS[min(7, max(0, int((p - low) / span * 7.999)))] for p in points)
+    span = high - low
+    return "".join(MISSING if p is None else BLOCKS[0 if span <= 0 else min(7, max(0, int((p - low) / span * 7.999)))]
+                   for p in points)
 
 
-def evidence(probe: str, series: dict[str, list]) -> list[tuple[str, str, str]]:
-    """Rows (label, plot, note) for a probe's series, with what was expected where there is a bound."""
-    rows = []
+@dataclass
+class Plot:
+    label: str
+    values: list
+    low: float
+    high: float
+    note: str = ""
+
+    @property
+    def scale(self) -> tuple[str, str]:
+        """What the lowest and the highest block stand for."""
+        return f"{self.low:.3g}", f"{self.high:.3g}"
+
+    def draw(self, width: int) -> str:
+        return sparkline(self.values, width, self.low, self.high)
+
+
+def evidence(probe: str, series: dict[str, list]) -> list[Plot]:
+    """A probe's series as plots, with what was expected where there is a bound."""
     if probe == "lr-schedule":
         observed = [v for v in series.get("learning rate per step", []) if v is not None]
-        low, high = min(observed, default=0.0), max(observed, default=0.0)
-        rows.append(("learning rate per step", sparkline(observed, low=low, high=high), f"{low:.2g}..{high:.2g}"))
-    elif probe == "clip-order":
+        return [Plot("learning rate per step", observed, min(observed, default=0.0), max(observed, default=0.0))] \
+            if observed else []
+    if probe == "clip-order":
         norms, clip = series.get("applied gradient norm per step", []), series.get("clip value", [None])[0]
+        if not norms:
+            return []
         over = sum(1 for n in norms if clip is not None and n > clip)
-        rows.append(("gradient norm at each step", sparkline(norms, low=0.0),
-                     f"max {max(norms, default=0):.3g}; clip {clip:g}: {over} steps above" if clip else ""))
-    else:
-        expected = EXPECTED.get(probe, "")
-        for label, values in series.items():
-            finite = [v for v in values if v is not None and math.isfinite(v)]
-            note = f"{min(finite):.3g}..{max(finite):.3g}" if finite else ""
-            if len(finite) < len(values):
-                note += f"; {len(values) - len(finite)} not finite ({MISSING})"
-            rows.append((label, sparkline(values, low=0.0 if finite and min(finite) >= 0 else None),
-                         "; ".join(filter(None, [note, expected]))))
-    return rows
+        note = f"clip value {clip:g}: {over} of {len(norms)} steps above it" if clip is not None else ""
+        return [Plot("gradient norm at each step", norms, 0.0, max(max(norms), clip or 0.0), note)]
+    plots = []
+    for label, values in series.items():
+        finite = [v for v in values if v is not None and math.isfinite(v)]
+        if not values:
+            continue
+        notes = [f"{len(values) - len(finite)} of {len(values)} not finite ({MISSING})"] if len(finite) < len(values) else []
+        notes += [EXPECTED[probe]] if probe in EXPECTED else []
+        low = 0.0 if finite and min(finite) >= 0 else min(finite, default=0.0)
+        plots.append(Plot(label, values, low, max(finite, default=0.0), "; ".join(notes)))
+    return plots

@@ -34,11 +34,13 @@ def test_json_report_is_versioned_and_complete():
     result = kata("check", "--json", str(FIXTURES / "grads_accumulate__broken.py"))
     assert result.exit_code == 1
     doc = json.loads(result.output)
-    assert doc["schema"] == "torch-katas/check/2"
+    assert doc["schema"] == "torch-katas/check/3"
     assert doc["verdict"] == "fail" and doc["exit_code"] == 1
+    assert doc["disclosure"] == "diagnosis" and doc["ran"] is True  # a script of one's own gets the diagnosis
     probes = {p["probe"]: p for p in doc["probes"]}
     assert probes["grads-accumulate"]["status"] == "fail"
-    assert probes["grads-accumulate"]["series"]["stale parameters per update"][1:] == [12] * 47
+    assert probes["grads-accumulate"]["series"]["parameters whose applied gradient was not this step's, per update"][1:] \
+        == [12] * 47
     assert {"measured", "threshold", "message"} <= probes["health"].keys()
     assert [p["title"] for p in probes["health"]["parts"]][0] == "training ran"
 
@@ -60,10 +62,23 @@ def test_missing_path_is_a_usage_error(tmp_path):
     assert "does not exist" in result.stderr
 
 
+def test_json_prints_a_document_whatever_happened(tmp_path):
+    """A file that cannot run at all still gets a JSON report on stdout, with its exit code."""
+    cases = [("nope.py", None, 2, "does not exist"), ("broken.py", "import torch\nx = (\n", 3, "syntax error"),
+             ("empty.py", "\n", 2, "is empty")]
+    for name, text, code, problem in cases:
+        path = tmp_path / name if text is None else write(tmp_path, name, text)
+        result = CliRunner().invoke(main, ["check", "--json", str(path)])
+        doc = json.loads(result.stdout)
+        assert result.exit_code == doc["exit_code"] == code, result.output
+        assert doc["ran"] is False and doc["probes"] == [] and problem in doc["problem"]
+
+
 def test_cuda_without_cuda_is_a_usage_error():
     result = kata("check", "--device", "cuda", str(REFERENCES / "binary.py"))
     assert result.exit_code == 2
     assert "CUDA is not available" in result.output
+    assert "without --device cuda" in result.output and "Edit the script" not in result.output
 
 
 def test_exception_in_the_script_exits_3_with_its_own_frames(tmp_path):

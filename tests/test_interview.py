@@ -99,7 +99,7 @@ def test_task_layout_keeps_the_key_apart_and_the_brief_names_symptoms_not_causes
     result = CliRunner().invoke(main, ["interview", "--seed", "3", "--bugs", "2", "--minutes", "30",
                                        "--out", str(tmp_path / "task"), "--key", str(key)])
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in (tmp_path / "task").rglob("*") if p.is_file()) == ["README.md", "train.py"]
+    assert sorted(p.name for p in (tmp_path / "task").rglob("*") if p.is_file()) == [".kata-task.json", "README.md", "train.py"]
     assert sorted(p.name for p in key.iterdir()) == ["issued.json", "key.json", "key.md", "solution.py"]
     doc = json.loads((key / "key.json").read_text())
     brief = (tmp_path / "task" / "candidate" / "README.md").read_text()

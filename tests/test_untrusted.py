@@ -152,4 +152,5 @@ def test_ctrl_c_stops_the_script_and_everything_it_started(folder):
     out, _ = kata.communicate(timeout=30)
     assert kata.returncode == 130
     assert "interrupted: the script and everything it started were stopped" in out
+    assert "Stopped before the end" in out and "Edit the script" not in out
     assert leftovers([str(folder / "sleeps.py")]) == []

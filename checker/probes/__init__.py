@@ -4,6 +4,9 @@ The data flow: script → session (hooks → events, :mod:`checker.instrument` a
 :mod:`checker.session`) → observers → record → judges → report. Each probe is one module with:
 
 * ``ID``, ``TITLE`` and a module docstring stating its rule;
+* ``SYMPTOM_ID`` and ``SYMPTOM``: the same check named by what is seen, never by
+  its cause, for reports that must not give a kata's answer away (each
+  ``Finding`` likewise carries ``observed`` next to its ``message``);
 * ``Observation``: a dataclass of what it saw, JSON-safe, written into the
   signed record and read back field by field (a misspelt field is an error);
 * ``Observer(session)``: runs inside the checked process, subscribes to the

@@ -21,6 +21,7 @@ from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
 
 ID = "clip-order"
 TITLE = "clipping before the step"
+SYMPTOM_ID, SYMPTOM = "update-norm", "gradient norm at the update"
 RTOL = 1e-6
 
 
@@ -97,6 +98,8 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
         peak = max(obs.applied_norms)
         return Finding(ID, TITLE, FAIL, measured, threshold,
                        f"the gradients applied exceeded the clip value {clip:g} at {over} of {steps} steps "
-                       f"(up to {peak:.3g}); {engaged}", series)
+                       f"(up to {peak:.3g}); {engaged}", series,
+                       observed=f"the gradient norm at {over} of {steps} updates was above the clip value {clip:g} "
+                                f"(up to {peak:.3g})")
     return Finding(ID, TITLE, PASS, measured, threshold, f"every step applied gradients within the clip value; {engaged}",
-                   series)
+                   series, observed="the gradient norm at every update was within the clip value")

@@ -17,6 +17,7 @@ from checker.probes.mode_ledger import blocks
 
 ID = "eval-mode"
 TITLE = "validation in eval mode"
+SYMPTOM_ID, SYMPTOM = "eval-repeatability", "repeatable evaluation"
 
 
 @dataclass
@@ -40,11 +41,15 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
     if not obs.forwards:
         message = ("no evaluation was observed" if not facts.eval_forwards else
                    "no dropout or batch-norm layer ran during evaluation")
-        return Finding(ID, TITLE, NOT_APPLICABLE, message=message)
-    series = {"training-mode forwards per validation pass": obs.active_per_pass}
+        observed = "no evaluation was observed" if not facts.eval_forwards else "nothing in evaluation can vary"
+        return Finding(ID, TITLE, NOT_APPLICABLE, message=message, observed=observed)
+    series = {"forwards that depend on chance or on their batch, per validation pass": obs.active_per_pass}
     measured, threshold = f"{obs.active} of {obs.forwards} forwards", "0"
     if obs.active:
         return Finding(ID, TITLE, FAIL, measured, threshold,
                        f"dropout or batch-norm behaved as in training in {obs.active} of {obs.forwards} "
-                       "evaluation forwards", series)
-    return Finding(ID, TITLE, PASS, measured, threshold, "evaluation ran with dropout off and batch-norm frozen", series)
+                       "evaluation forwards", series,
+                       observed=f"{obs.active} of {obs.forwards} evaluation forwards depended on the random state or on "
+                                "the other samples of their batch: two evaluations of the same weights can disagree")
+    return Finding(ID, TITLE, PASS, measured, threshold, "evaluation ran with dropout off and batch-norm frozen", series,
+                   observed="every evaluation forward was repeatable")

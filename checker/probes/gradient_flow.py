@@ -18,6 +18,7 @@ from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
 
 ID = "gradient-flow"
 TITLE = "gradient reaches every layer"
+SYMPTOM_ID, SYMPTOM = "gradient-reach", "gradient reaching parameters"
 
 
 @dataclass
@@ -37,7 +38,7 @@ class Observer:
         self.ran: set[int] = set()  # parameters that ran in a training forward
         self.seen: dict[int, set[int]] = {}  # forward index -> modules already read in it
         self.modules: set[int] = set()  # top-level modules whose parameters are named
-        self.names: dict[int, str] = {}  # parameter id -> name in its model ("Net.encoder.0.weight")
+        self.names: dict[int, tuple[int, str]] = {}  # parameter id -> (size of the model named from, "model.head.1.weight")
         session.on(Event.GRAD, ID, self.on_grad)
         session.on(Event.MODULE, ID, self.on_module)
         session.on(Event.FORWARD, ID, self.on_forward)
@@ -74,15 +75,34 @@ class Observer:
         trained = self.session.trained_ids()
         took_part = self.ran & trained
         starved = took_part - self.reached
-        return Observation(len(took_part), sorted(self.names.get(i, "an unnamed parameter") for i in starved))
+        if starved:
+            self.name_from_script_globals()
+        return Observation(len(took_part), sorted(self.names.get(i, (0, "an unnamed parameter"))[1] for i in starved))
 
     def on_forward(self, forward) -> None:
         if forward.module in self.modules:
             return
         self.modules.add(forward.module)
         module = forward.ref()
-        for name, p in module.named_parameters() if module is not None else ():
-            self.names.setdefault(id(p), f"{forward.name}.{name}")
+        if module is not None:
+            self.name_within(module, forward.name)
+
+    def name_within(self, module, prefix: str, over_equals: bool = False) -> None:
+        """Name ``module``'s parameters by their path in it, unless a bigger model that holds them named them."""
+        named = list(module.named_parameters())
+        for name, p in named:
+            size = self.names.get(id(p), (0, ""))[0]
+            if len(named) > size or (over_equals and len(named) == size):
+                self.names[id(p)] = (len(named), f"{prefix}.{name}")
+
+    def name_from_script_globals(self) -> None:
+        """A model the script keeps in a global (``model``) names its parts as the script would: ``model.head.1.weight``,
+        even when only a part of it (``model.head``) was ever called on its own."""
+        import torch
+
+        for variable, value in self.session.script_globals.items():
+            if isinstance(value, torch.nn.Module) and not variable.startswith("_"):
+                self.name_within(value, variable, over_equals=True)
 
 
 def judge(obs: Observation, facts: RunFacts) -> Finding:

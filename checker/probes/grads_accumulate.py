@@ -21,6 +21,7 @@ from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
 
 ID = "grads-accumulate"
 TITLE = "gradients reset between steps"
+SYMPTOM_ID, SYMPTOM = "update-gradient", "gradient applied at each update"
 
 
 @dataclass
@@ -61,12 +62,13 @@ class Observer:
 
 def judge(obs: Observation, facts: RunFacts) -> Finding:
     updates, stale = obs.updates, obs.stale_updates
-    series = {"stale parameters per update": obs.stale_params_per_update}
+    series = {"parameters whose applied gradient was not this step's, per update": obs.stale_params_per_update}
     if updates < 2:
         return Finding(ID, TITLE, NOT_APPLICABLE, message="fewer than two updates were observed")
     measured, threshold = f"{stale} of {updates} updates", "0"
     if stale:
         return Finding(ID, TITLE, FAIL, measured, threshold,
                        f"updates at {stale} of {updates} steps also carried gradients left over from earlier steps",
-                       series)
+                       series, observed=f"the gradient applied at {stale} of {updates} updates was not the gradient "
+                                        "of that step's loss alone")
     return Finding(ID, TITLE, PASS, measured, threshold, "every update used only its own step's gradients", series)

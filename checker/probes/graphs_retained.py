@@ -26,6 +26,7 @@ from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
 
 ID = "graphs-retained"
 TITLE = "graphs freed every step"
+SYMPTOM_ID, SYMPTOM = "live-graphs", "autograd graphs alive per step"
 GROWTH = 4
 MIN_COUNTS = GROWTH + 1
 
@@ -123,7 +124,9 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
     if rises >= GROWTH:
         return Finding(ID, TITLE, FAIL, measured, threshold,
                        f"the autograd graphs alive at once grew at {rises} {unit} in a row, from {start} to {end}: "
-                       f"earlier graphs are never freed", series)
+                       f"earlier graphs are never freed", series,
+                       observed=f"the autograd graphs alive at once grew at {rises} {unit} in a row, from {start} to "
+                                f"{end}: memory grows with every step")
     peak = max(max(alive) for alive, _ in counted)
     return Finding(ID, TITLE, PASS, measured, threshold, f"the graphs alive at once stayed bounded (at most {peak})",
-                   series)
+                   series, observed=f"the autograd graphs alive at once stayed bounded (at most {peak})")

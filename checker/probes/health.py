@@ -33,6 +33,7 @@ from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
 
 ID = "health"
 TITLE = "training health"
+SYMPTOM_ID, SYMPTOM = "health", "training health"
 LOSS_BAND = (0.5, 2.0)
 FALL = 0.1
 ABOVE_CHANCE = 0.25
@@ -216,6 +217,10 @@ def loss_falls(facts: RunFacts) -> Finding:
     ok, start, end, message = min(judged, key=lambda r: r[0])
     stage = f" (updater {results.index((ok, start, end, message)) + 1} of {len(results)})" if len(results) > 1 else ""
     measured = f"{start:.3g} -> {end:.3g}" if start is not None else message
+    left_out = len(facts.losses) - len(finite(facts.losses))
+    if left_out:
+        measured += f" ({left_out} of {len(facts.losses)} not finite, left out)"
+        message += f"; {left_out} of {len(facts.losses)} losses were NaN or infinite and are left out of the means"
     return _row("loss-falls", ok, measured, f"≤ start - {FALL:.0%} of |start|", message + stage)
 
 

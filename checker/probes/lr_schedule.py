@@ -31,6 +31,7 @@ from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
 
 ID = "lr-schedule"
 TITLE = "learning-rate schedule"
+SYMPTOM_ID, SYMPTOM = "lr-curve", "learning-rate curve"
 PER_STEP = {"OneCycleLR", "CyclicLR"}
 PER_EPOCH = {"StepLR", "MultiStepLR", "ExponentialLR", "ReduceLROnPlateau"}
 WARMUP = {"LinearLR", "ConstantLR"}
@@ -135,47 +136,65 @@ def ends_at_zero(lrs: list[float]) -> bool:
     return last < before and last <= 0.05 * max(lrs) and 2 * last - before <= 1e-12 * max(lrs)
 
 
-def judge_one(r: ScheduleRecord) -> tuple[str, str]:
-    """(status, message) for one scheduler."""
+def judge_one(r: ScheduleRecord) -> tuple[str, str, str]:
+    """(status, message, observed) for one scheduler: the diagnosis, and the curve as it was seen."""
     name, how = r.type, granularity(r)
     stepped = {"update": "once per optimizer step", "epoch": "once per epoch", "either": "once per epoch",
                "other": f"{r.calls} times in {r.updates} updates and {r.epochs} epochs"}[how]
+    changed = f"the schedule advanced {r.calls} times in {r.updates} updates and {r.epochs} epochs"
     if r.calls == 0:
-        return CANNOT_TELL, f"{name} was never stepped while its optimizer made {r.updates} updates"
+        return (CANNOT_TELL, f"{name} was never stepped while its optimizer made {r.updates} updates",
+                f"the learning rate kept its first value through all {r.updates} updates")
     if r.updates_at_first_call == 0 and not r.skipped_before_first_call:
         return FAIL, (f"{name} was stepped before its optimizer's first update, so the learning rate ran one step "
-                      "ahead of the schedule")
+                      "ahead of the schedule"), f"the first update already used the second value of {name}'s curve"
     start = r.lrs[0] if r.lrs else 0.0
     collapsed = sum(1 for lr in r.lrs if start > 0 and lr < COLLAPSE * start)
     if r.lrs and collapsed >= COLLAPSED_SHARE * len(r.lrs):
         return FAIL, (f"stepped {stepped}, {name} drove the learning rate below {COLLAPSE:g} of its start at "
-                      f"{collapsed} of {len(r.lrs)} updates")
+                      f"{collapsed} of {len(r.lrs)} updates"), (
+            f"the learning rate was below {COLLAPSE:g} of its start at {collapsed} of {len(r.lrs)} updates")
     if how == "either":
-        return CANNOT_TELL, f"{name}: one update per epoch, so per-step and per-epoch stepping look alike"
+        return (CANNOT_TELL, f"{name}: one update per epoch, so per-step and per-epoch stepping look alike",
+                "one update per epoch: the curve cannot show at which pace it was meant to move")
+    horizon = r.horizon or r.updates
     if r.base in PER_STEP:
         if how == "update":
-            return PASS, f"{name} was stepped once per optimizer step, as its schedule over steps needs"
+            return (PASS, f"{name} was stepped once per optimizer step, as its schedule over steps needs",
+                    f"the learning rate followed {name}'s curve, one value per update")
         if how == "epoch":
             return FAIL, (f"{name} is a schedule over optimizer steps (it expects {r.horizon or 'one step per update'}) "
-                          f"but was stepped once per epoch: {r.calls} times in {r.updates} updates")
+                          f"but was stepped once per epoch: {r.calls} times in {r.updates} updates"), (
+                f"in {r.updates} updates the learning rate moved through {r.calls} of the {horizon} values of "
+                f"{name}'s curve")
     if r.horizon and r.base in HORIZONS:
         if how == "epoch" and near(r.horizon, r.updates) and r.horizon != r.epochs:
             return FAIL, (f"{name}'s horizon ({r.horizon}) is this run's number of optimizer steps, but it was "
-                          f"stepped once per epoch: {r.calls} times in {r.updates} updates")
+                          f"stepped once per epoch: {r.calls} times in {r.updates} updates"), (
+                f"in {r.updates} updates the learning rate moved through {r.calls} of the {r.horizon} values of "
+                f"{name}'s curve")
         if how == "update" and r.horizon == r.epochs and not near(r.horizon, r.updates):
             return FAIL, (f"{name}'s horizon ({r.horizon}) is this run's number of epochs, but it was stepped once "
-                          f"per optimizer step: it ran through its schedule {r.updates / r.horizon:.0f} times")
+                          f"per optimizer step: it ran through its schedule {r.updates / r.horizon:.0f} times"), (
+                f"in {r.updates} updates the learning rate ran through {name}'s whole curve of {r.horizon} values "
+                f"{r.updates / r.horizon:.0f} times")
         if how == "epoch" and abs(r.horizon - r.epochs) <= 1:
-            return PASS, f"{name} was stepped once per epoch over a horizon of {r.horizon} epochs"
+            return (PASS, f"{name} was stepped once per epoch over a horizon of {r.horizon} epochs",
+                    f"the learning rate followed {name}'s curve over the run's {r.epochs} epochs")
         if how == "update" and (near(r.horizon, r.updates) or (r.base in WARMUP and r.horizon < r.updates)):
-            return PASS, f"{name} was stepped once per optimizer step over a horizon of {r.horizon} steps"
+            return (PASS, f"{name} was stepped once per optimizer step over a horizon of {r.horizon} steps",
+                    f"the learning rate followed {name}'s curve over the run's {r.updates} updates")
         return CANNOT_TELL, (f"{name} was stepped {stepped}; its horizon ({r.horizon}) matches neither this run's "
-                             f"{r.updates} optimizer steps nor its {r.epochs} epochs")
+                             f"{r.updates} optimizer steps nor its {r.epochs} epochs"), (
+            f"{name}'s curve has {r.horizon} values; {changed}")
     if r.base in PER_EPOCH and how == "epoch":
-        return PASS, f"{name}, an epoch schedule, was stepped once per epoch"
+        return (PASS, f"{name}, an epoch schedule, was stepped once per epoch",
+                f"the learning rate followed {name}'s curve, one value per epoch")
     if how == "update" and ends_at_zero(r.lrs):
-        return PASS, f"{name} was stepped once per optimizer step and its rate reaches zero at the run's last step"
-    return CANNOT_TELL, f"{name} was stepped {stepped}; nothing in its settings says which granularity it was built for"
+        return (PASS, f"{name} was stepped once per optimizer step and its rate reaches zero at the run's last step",
+                "the learning rate reached zero at the run's last update")
+    return (CANNOT_TELL, f"{name} was stepped {stepped}; nothing in its settings says which granularity it was built for",
+            f"{changed}; nothing in {name}'s settings says which pace was meant")
 
 
 def judge(obs: Observation, facts: RunFacts) -> Finding:
@@ -185,8 +204,8 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
     verdicts = [judge_one(r) for r in schedulers]
     order = [FAIL, CANNOT_TELL, PASS]
     index = min(range(len(verdicts)), key=lambda i: order.index(verdicts[i][0]))
-    status, message = verdicts[index]
+    status, message, observed = verdicts[index]
     chosen = schedulers[index]
     series = {"learning rate per step": chosen.lrs}
-    measured = f"{chosen.calls} steps / {chosen.updates} updates"
-    return Finding(ID, TITLE, status, measured, "", message, series)
+    measured = f"{chosen.calls} schedule steps / {chosen.updates} updates"
+    return Finding(ID, TITLE, status, measured, "", message, series, observed=observed)

@@ -20,6 +20,7 @@ from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
 
 ID = "non-finite"
 TITLE = "finite losses, gradients and weights"
+SYMPTOM_ID, SYMPTOM = "non-finite", "NaN or infinity"
 
 
 @dataclass
@@ -58,7 +59,9 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
     skipped, batches = facts.skipped_updates()
     problems = []
     if bad_losses:
-        problems.append(f"the loss was NaN or infinite at {bad_losses} of {len(facts.losses)} backward passes")
+        first = next(i for i, v in enumerate(facts.losses) if v is None) + 1
+        problems.append(f"the loss was NaN or infinite at {bad_losses} of {len(facts.losses)} backward passes "
+                        f"(first at backward {first})")
     if obs.bad_grads:
         problems.append(f"gradients were NaN or infinite at {obs.bad_grads} of {updates} updates")
     if obs.bad_params:

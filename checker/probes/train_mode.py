@@ -20,6 +20,7 @@ from checker.probes.mode_ledger import forwards_in
 
 ID = "train-mode"
 TITLE = "training in train mode"
+SYMPTOM_ID, SYMPTOM = "training-behaviour", "training forwards over the run"
 
 
 @dataclass
@@ -64,17 +65,24 @@ class Observer:
 
 def judge(obs: Observation, facts: RunFacts) -> Finding:
     if not obs.forwards:
-        return Finding(ID, TITLE, NOT_APPLICABLE, message="no dropout or batch-norm layer ran in a training forward")
-    series = {"eval-mode training forwards": obs.eval_like}
+        return Finding(ID, TITLE, NOT_APPLICABLE, message="no dropout or batch-norm layer ran in a training forward",
+                       observed="nothing in a training forward depends on chance or on the batch")
+    series = {"training forwards without noise or batch statistics (1 each, in order)": obs.eval_like}
     measured, threshold = f"{obs.regressed} of {obs.forwards} forwards", "0"
     if obs.regressed:
         return Finding(ID, TITLE, FAIL, measured, threshold,
                        f"dropout and batch-norm behaved as in evaluation in {obs.regressed} of {obs.forwards} "
                        f"training forwards (from forward {obs.first_regressed + 1} on), after earlier ones "
-                       "had them active", series)
+                       "had them active", series,
+                       observed=f"training forwards changed behaviour during the run: from forward "
+                                f"{obs.first_regressed + 1} on, {obs.regressed} of {obs.forwards} no longer depended on "
+                                "chance or on the rest of their batch, as earlier ones did")
     if obs.frozen_from_start:
         return Finding(ID, TITLE, CANNOT_TELL, measured, threshold,
                        f"{', '.join(obs.frozen_from_start)} trained with dropout and batch-norm in evaluation "
-                       "behaviour from the start: a deliberate freeze cannot be told from a mistake", series)
+                       "behaviour from the start: a deliberate freeze cannot be told from a mistake", series,
+                       observed=f"training forwards of {', '.join(obs.frozen_from_start)} never depended on chance or on "
+                                "their batch: a deliberate choice cannot be told from a mistake")
     return Finding(ID, TITLE, PASS, measured, threshold,
-                   "no training forward ran with all its dropout and batch-norm in evaluation behaviour", series)
+                   "no training forward ran with all its dropout and batch-norm in evaluation behaviour", series,
+                   observed="training forwards behaved alike from the first epoch to the last")

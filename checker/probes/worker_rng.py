@@ -22,6 +22,7 @@ from checker.findings import CANNOT_TELL, ERROR, FAIL, NOT_APPLICABLE, PASS, Fin
 
 ID = "worker-rng"
 TITLE = "distinct augmentation per worker"
+SYMPTOM_ID, SYMPTOM = "augmentation-streams", "random draws across workers"
 MIN_WORKERS = 2
 
 
@@ -63,6 +64,9 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
         names = ", ".join(sorted({g for (_, g), starts in streams.items() if len(starts) > len(set(starts))}))
         return Finding(ID, TITLE, FAIL, measured, threshold,
                        f"{replayed} of {len(reports)} worker starts replayed an augmentation stream that another "
-                       f"worker or epoch had already drawn ({names})")
+                       f"worker or epoch had already drawn ({names})",
+                       observed=f"{replayed} of {len(reports)} data workers drew the same random augmentation as "
+                                f"another worker or an earlier epoch ({names})")
     return Finding(ID, TITLE, PASS, measured, threshold,
-                   f"all {len(reports)} worker starts drew distinct augmentation streams")
+                   f"all {len(reports)} worker starts drew distinct augmentation streams",
+                   observed=f"all {len(reports)} data workers drew different random augmentations")

@@ -8,17 +8,20 @@ from pathlib import Path
 
 import click
 
-from checker.verdict import EXIT_SYMPTOM
-from katas.commands.common import EXIT_CODES, limits_of, observe, run_options
+from checker.verdict import DIAGNOSIS, EXIT_SYMPTOM, SYMPTOMS
+from katas.commands.common import EXIT_CODES, limits_of, observe, refuse, run_options
 
 
 @click.command(epilog=EXIT_CODES)
 @click.argument("path", type=click.Path(path_type=Path))
 @run_options
-@click.option("--json", "as_json", is_flag=True, help="Print only a versioned JSON report (with every series).")
-@click.option("-v", "--verbose", is_flag=True, help="Plot the evidence of every probe, not only the failing ones.")
+@click.option("--json", "as_json", is_flag=True, help="Print only a versioned JSON report (with every series), "
+                                                      "whatever happened.")
+@click.option("-v", "--verbose", is_flag=True, help="Plot the evidence of every check, not only the failing ones.")
+@click.option("--diagnose", is_flag=True, help="In a kata or an interview task: name the checks and the causes they "
+                                               "point to. Counts as a hint until the kata passes; recorded in a task.")
 def check(path: Path, device: str, timeout: float, idle: float, memory: float | None, as_json: bool,
-          verbose: bool) -> None:
+          verbose: bool, diagnose: bool) -> None:
     """Run a training script under observation and report the symptoms it shows.
 
     The script runs in a separate Python process, in a scratch folder, exactly
@@ -29,9 +32,20 @@ def check(path: Path, device: str, timeout: float, idle: float, memory: float | 
     Probes: grads-accumulate, graphs-retained, eval-mode, train-mode,
     gradient-flow, lr-schedule, non-finite, worker-rng, clip-order,
     and the health gate (the script must still train and learn).
+
+    \b
+    How much the report tells:
+      a script of your own     the diagnosis: each check, and the cause it points to
+      a kata, a task's script  symptoms only (what was seen, with its evidence),
+                               until the kata passes or you add --diagnose
     """
     report = observe(path, device, limits_of(timeout, idle, memory))
-    injected = record_kata(path, report)
+    if not report.ran and not as_json:
+        refuse(report)
+    injected = None
+    if report.ran:
+        injected = record_kata(path, report, diagnose)
+        report.disclosure = disclosure(path, report, injected, diagnose)
     if as_json:
         doc = report.to_json()
         if injected:
@@ -44,25 +58,47 @@ def check(path: Path, device: str, timeout: float, idle: float, memory: float | 
     sys.exit(report.exit_code)
 
 
-def record_kata(path: Path, report) -> str | None:
+def disclosure(path: Path, report, injected: str | None, diagnose: bool) -> str:
+    """Symptoms only for an unsolved kata or an interview task's script, unless --diagnose; else the diagnosis."""
+    from katas.interview import marker
+
+    if diagnose:
+        if marker.is_task_script(path):
+            marker.record_diagnosis(path)
+        return DIAGNOSIS
+    if injected is not None:
+        return DIAGNOSIS if report.exit_code == 0 else SYMPTOMS
+    return SYMPTOMS if marker.is_task_script(path) else DIAGNOSIS
+
+
+def record_kata(path: Path, report, diagnose: bool = False) -> str | None:
     """For a kata made by `kata new`: record the result, and say whether its bug is fixed.
 
     A kata passes only when its bug's probes pass and the script still trains: where a probe could not
     observe (n/a) or cannot tell, a report without symptoms becomes a failing one that says so.
+    With ``diagnose``, an unsolved kata is recorded as diagnosed (like a hint).
     """
     from katas.bugs import BUGS
-    from katas.state import record_check
+    from katas.engine.inject import ENGINE_VERSION
+    from katas.state import Progress, record_check, updating
     from katas.workspace import read_metadata
 
     info = read_metadata(path)
     if info is None or info.bug not in BUGS:
         return None
+    if info.engine != ENGINE_VERSION:
+        click.echo(f"Note: {path} was made by kata engine {info.engine}, this is engine {ENGINE_VERSION}; "
+                   "the check is the same, but `kata reset` cannot restore it.", err=True)
     bug = BUGS[info.bug]
     status = bug.status(report.statuses())
     if status != "fixed" and report.verdict == "pass":
-        unsure = [f.message for f in report.findings if f.probe in bug.probes and f.status != "pass"]
+        unsure = [f.symptom for f in report.findings if f.probe in bug.probes and f.status != "pass"]
         report.verdict, report.exit_code = "fail", EXIT_SYMPTOM
         report.problem = ("no symptom was found, but the check could not confirm that this kata's symptom is gone: "
                           + "; ".join(unsure))
-    record_check(path, report.exit_code == 0)
+    solved = report.exit_code == 0
+    record_check(path, solved)
+    if diagnose and not solved:
+        with updating(path.parent) as progress:
+            progress.setdefault(path.stem, Progress()).diagnosed = True
     return status

@@ -50,19 +50,25 @@ def limits_of(timeout: float, idle: float, memory: float | None):
 
 
 def observe(path: Path, device: str, limits, warm=None):
-    """Check the file, then run it under observation; bad input becomes a clear error and exit code."""
+    """Check the file, then run it under observation. A file that cannot run gives a report that says why
+    (``ran`` is False), so that every caller, ``--json`` included, can tell what happened."""
     from checker.preflight import Unusable, preflight
     from checker.runner import run
-    from checker.verdict import judge
+    from checker.verdict import judge, unusable
 
     try:
         preflight(path)
     except Unusable as exc:
-        if exc.detail:
-            click.echo(exc.detail, err=True)
-        click.echo(f"Error: {exc}", err=True)
-        sys.exit(exc.exit_code)
+        return unusable(str(path), device, str(exc), exc.detail, exc.exit_code)
     return judge(run(path, device, limits, warm=warm), str(path), device, limits)
+
+
+def refuse(report) -> None:
+    """For a file that could not run: its error on stderr, and the exit code."""
+    if report.detail:
+        click.echo(report.detail, err=True)
+    click.echo(f"Error: {report.problem}", err=True)
+    sys.exit(report.exit_code)
 
 
 def references() -> dict[str, Path]:

@@ -48,6 +48,7 @@ def interview(out: Path, n_bugs: int, difficulty: str | None, seed: int | None, 
     """
     from datetime import datetime, timezone
 
+    from katas.interview import marker
     from katas.interview.documents import SCRIPT, brief, key_json, key_markdown
     from katas.interview.task import TaskError, generate
     from katas.workspace import replace_with_backup, write_text_atomically
@@ -65,6 +66,7 @@ def interview(out: Path, n_bugs: int, difficulty: str | None, seed: int | None, 
         raise KataError(str(exc)) from None
     backup = replace_with_backup(script, task.script) if force else write_text_atomically(script, task.script)
     write_text_atomically(out / "candidate" / "README.md", brief(task, minutes))
+    write_text_atomically(out / "candidate" / marker.MARK, marker.mark())
     write_text_atomically(key_dir / "key.md", key_markdown(task, minutes))
     write_text_atomically(key_dir / "key.json", json.dumps(key_json(task, minutes), indent=2) + "\n")
     write_text_atomically(key_dir / "solution.py", task.solution)
@@ -76,7 +78,7 @@ def interview(out: Path, n_bugs: int, difficulty: str | None, seed: int | None, 
     console.print(f"Task with {n_bugs} bugs (seed {seed}) written to [bold]{out}[/].")
     if backup:
         console.print(f"The previous candidate script is saved as {backup}.")
-    console.print(f"  for the candidate: {script.parent}/  (train.py and README.md, {minutes} minutes)")
+    console.print(f"  for the candidate: {script.parent}/  (train.py, README.md and {marker.MARK}, {minutes} minutes)")
     console.print(f"  for you:           {key_dir}/  (key.md, solution.py; keep it away from the candidate)")
     key_option = f" --key {shlex.quote(str(key_dir))}" if key_dir != out / "key" else ""
     console.print(f"Afterwards: [bold]kata grade {shlex.quote(str(out))}{key_option}[/]")
@@ -127,13 +129,26 @@ def grade(task_dir: Path, key_dir: Path | None, device: str, timeout: float, idl
     console.print(table)
     for s in result.new_symptoms:
         console.print(f"[red]new symptom[/] {s['probe']}: {s['message']}")
-    taken = "not edited" if result.minutes_taken is None else f"{result.minutes_taken:.0f} min"
     fixed = sum(b["status"] == "fixed" for b in result.bugs)
-    console.print(f"{fixed} of {len(result.bugs)} fixed; health gate: {result.health}; time: {taken} of "
-                  f"{result.key['minutes']} min")
+    console.print(f"{fixed} of {len(result.bugs)} fixed; health gate: {result.health}; {time_taken(result)}")
+    console.print(diagnosed(result))
     if result.report.verdict not in ("pass", "fail"):
         console.print(f"[red]{result.report.problem}[/]")
     console.print(f"Report written to {report_path}")
     sys.exit(result.exit_code)
 
+
+def time_taken(result) -> str:
+    limit = result.key["minutes"]
+    if result.minutes_taken is None:
+        return f"time: unknown, the script was not edited (limit {limit} min)"
+    return f"time: {result.minutes_taken:.0f} of {limit} min"
+
+
+def diagnosed(result) -> str:
+    if result.diagnosed is None:
+        return "--diagnose: unknown (the task's mark was removed from the candidate folder)"
+    if not result.diagnosed:
+        return "--diagnose: not used"
+    return f"--diagnose: used {len(result.diagnosed)} times, first at {result.diagnosed[0]}"
 

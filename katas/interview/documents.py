@@ -33,6 +33,9 @@ Run it:
 Check it (exit status 0 when no symptom is left and the script still trains):
 
     kata check {SCRIPT}
+
+It reports what it observes, not what causes it. `kata check --diagnose {SCRIPT}` also names the
+causes its checks point to; your interviewer will see that you used it.
 """
 
 

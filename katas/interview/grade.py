@@ -7,9 +7,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from katas.bugs import BUGS
+from katas.interview import marker
 from katas.interview.documents import KEY_SCHEMA, SCRIPT
 
-SCHEMA = "torch-katas/grade/1"
+SCHEMA = "torch-katas/grade/2"
 
 
 class BadKey(ValueError):
@@ -25,6 +26,7 @@ class Grade:
     new_symptoms: list[dict] = field(default_factory=list)  # probe, message
     health: str = "n/a"
     minutes_taken: float | None = None
+    diagnosed: list[str] | None = None  # when `kata check --diagnose` ran in the candidate folder; None: mark gone
 
     @property
     def exit_code(self) -> int:
@@ -44,6 +46,7 @@ class Grade:
             "health": self.health,
             "minutes_taken": None if self.minutes_taken is None else round(self.minutes_taken, 1),
             "minutes_allowed": self.key["minutes"],
+            "diagnosed": self.diagnosed,
             "exit_code": self.exit_code,
             "check": self.report.to_json(),
         }
@@ -72,7 +75,8 @@ def minutes_taken(script: Path, key_dir: Path) -> float | None:
 
 def grade(script: Path, key_dir: Path, report) -> Grade:
     key = load_key(key_dir)
-    result = Grade(script, key, report, minutes_taken=minutes_taken(script, key_dir))
+    result = Grade(script, key, report, minutes_taken=minutes_taken(script, key_dir),
+                   diagnosed=marker.diagnoses(script.parent))
     statuses = report.statuses()
     injected = {probe for b in key["bugs"] for probe in BUGS[b["id"]].probes}
     result.bugs = [{"id": b["id"], "title": b["title"], "status": BUGS[b["id"]].status(statuses)} for b in key["bugs"]]
@@ -85,8 +89,11 @@ def grade(script: Path, key_dir: Path, report) -> Grade:
 def markdown(g: Grade) -> str:
     rows = "\n".join(f"| `{b['id']}` | {b['title']} | {b['status']} |" for b in g.bugs)
     new = "\n".join(f"- `{s['probe']}`: {s['message']}" for s in g.new_symptoms) or "- none"
-    taken = "not edited" if g.minutes_taken is None else f"{g.minutes_taken:.0f} minutes"
-    failure = f"\n**The script did not run to the end:** {g.report.problem}\n" if g.report.verdict not in ("pass", "fail") else ""
+    taken = "unknown (the script was not edited)" if g.minutes_taken is None else f"{g.minutes_taken:.0f} minutes"
+    diagnosed = ("unknown: the task's mark was removed from the candidate folder" if g.diagnosed is None else
+                 f"used {len(g.diagnosed)} times ({', '.join(g.diagnosed)})" if g.diagnosed else "not used")
+    how_far = " to the end" if g.report.ran else ""
+    failure = f"\n**The script did not run{how_far}:** {g.report.problem}\n" if g.report.verdict not in ("pass", "fail") else ""
     fixed = sum(b["status"] == "fixed" for b in g.bugs)
     return f"""# Interview grading report
 
@@ -100,6 +107,8 @@ Script: `{g.script}` (task seed {g.key['seed']}, reference `{g.key['reference']}
 
 New symptoms the candidate introduced:
 {new}
+
+`kata check --diagnose` (names the causes): {diagnosed}.
 
 Checker verdict: {g.report.verdict} ({g.report.problem}).
 """
