@@ -135,7 +135,7 @@ NEXT_STEP = {
     "interrupted": "Stopped before the end; nothing was judged. Run {command} to check again.",
     "usage": "Nothing ran: run {command} on a machine with CUDA, or without --device cuda.",
 }
-INJECTED = {"fixed": "green", "still present": "bold red", "cannot tell": "yellow"}
+INJECTED = {"fixed": "green", "still present": "bold red", "cannot tell": "yellow", "not checked": "yellow"}
 
 
 def show(report: Report, console: Console, command: str, injected: str | None = None, verbose: bool = False) -> None:
@@ -157,7 +157,8 @@ def show(report: Report, console: Console, command: str, injected: str | None = 
     if report.output_truncated:
         console.print(f"[dim]output truncated, full log at {escape(report.log_path)}[/]")
     if level == SYMPTOMS and report.findings:
-        console.print("[dim]Symptoms only; `--diagnose` names the checks and their causes (it counts as a hint).[/]")
+        cost = "it counts as a hint" if injected else "your interviewer will see that you used it"
+        console.print(f"[dim]Symptoms only: `--diagnose` also names the causes ({cost}).[/]")
     if report.verdict == "pass":
         console.print(f"[green]✓ {report.problem}[/]")
         if injected:

@@ -155,3 +155,17 @@ def test_grade_names_a_new_symptom_the_candidate_introduced(tmp_path):
     doc = json.loads(CliRunner().invoke(main, ["grade", "--json", str(out)]).output)
     assert [s["probe"] for s in doc["new_symptoms"]] == ["grads-accumulate"]
     assert doc["exit_code"] == 1
+
+
+def test_grading_a_script_that_cannot_run_still_writes_the_report_and_the_json(tmp_path):
+    task = tmp_path / "task"
+    assert CliRunner().invoke(main, ["interview", "--seed", "4", "--bugs", "2", "--out", str(task)]).exit_code == 0
+    (task / "candidate" / "train.py").write_text("def broken(:\n")
+    result = CliRunner().invoke(main, ["grade", "--json", str(task)])
+    doc = json.loads(result.stdout)
+    assert result.exit_code == doc["exit_code"] == 3
+    assert {b["status"] for b in doc["bugs"]} == {"not checked"} and "syntax error" in doc["check"]["problem"]
+    report = (task / "key" / "report.md").read_text()
+    assert "**The script did not run:**" in report and "syntax error" in report
+    text = CliRunner().invoke(main, ["grade", str(task)]).output
+    assert "not edited of" not in text and "time:" in text

@@ -58,7 +58,7 @@ def watch(kata: str, poll: bool, device: str, timeout: float, idle: float, memor
     from checker.runner import child_env, run
     from checker.verdict import judge
     from checker.warm import WarmServer
-    from katas.commands.check import record_kata
+    from katas.commands.check import disclosure, record_kata
     from katas.render import make_console, show
 
     sys.stdout.reconfigure(line_buffering=True)  # each report appears when written, in a pipe too
@@ -79,7 +79,9 @@ def watch(kata: str, poll: bool, device: str, timeout: float, idle: float, memor
             report = judge(run(path, device, limits, warm=server), str(path), device, limits)
             if report.verdict == "interrupted":
                 return False
-            show(report, console, f"kata check {shlex.quote(str(path))}", record_kata(path, report))
+            injected = record_kata(path, report)
+            report.disclosure = disclosure(path, report, injected, diagnose=False)
+            show(report, console, f"kata check {shlex.quote(str(path))}", injected)
         console.print(f"[dim]checked at {time.strftime('%H:%M:%S')} in {time.monotonic() - started:.1f} s; {READY}[/]")
         return True
 

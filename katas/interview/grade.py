@@ -79,7 +79,9 @@ def grade(script: Path, key_dir: Path, report) -> Grade:
                    diagnosed=marker.diagnoses(script.parent))
     statuses = report.statuses()
     injected = {probe for b in key["bugs"] for probe in BUGS[b["id"]].probes}
-    result.bugs = [{"id": b["id"], "title": b["title"], "status": BUGS[b["id"]].status(statuses)} for b in key["bugs"]]
+    ran = report.verdict in ("pass", "fail")
+    result.bugs = [{"id": b["id"], "title": b["title"], "status": BUGS[b["id"]].status(statuses) if ran else "not checked"}
+                   for b in key["bugs"]]
     result.new_symptoms = [{"probe": f.probe, "message": f.message} for f in report.findings
                            if f.failed and f.probe not in injected and f.probe != "health"]
     result.health = statuses.get("health", "n/a")
