@@ -169,3 +169,12 @@ def test_grading_a_script_that_cannot_run_still_writes_the_report_and_the_json(t
     assert "**The script did not run:**" in report and "syntax error" in report
     text = CliRunner().invoke(main, ["grade", str(task)]).output
     assert "not edited of" not in text and "time:" in text
+
+
+def test_grade_json_prints_a_document_even_without_a_key(tmp_path):
+    (tmp_path / "candidate").mkdir()
+    (tmp_path / "candidate" / "train.py").write_text("print(1)\n")
+    result = CliRunner().invoke(main, ["grade", "--json", str(tmp_path)])
+    assert result.exit_code == 2
+    doc = json.loads(result.stdout)
+    assert doc["exit_code"] == 2 and "no answer key" in doc["error"]

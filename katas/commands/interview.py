@@ -99,18 +99,21 @@ def grade(task_dir: Path, key_dir: Path | None, device: str, timeout: float, idl
     Runs the checker on TASK_DIR/candidate/train.py (see `kata check`) and reads
     its findings against the answer key. Writes a Markdown report for your records.
     """
-    from katas.interview.grade import BadKey, markdown, script_of
+    from katas.interview.grade import SCHEMA, BadKey, load_key, markdown, script_of
     from katas.interview.grade import grade as grade_task
     from katas.workspace import write_text_atomically
 
     key_dir = key_dir or task_dir / "key"
     script = script_of(task_dir)
-    if not script.is_file():
-        raise KataError(f"no candidate script at {script}")
     try:
-        result = grade_task(script, key_dir, observe(script, device, limits_of(timeout, idle, memory)))
-    except BadKey as exc:
+        if not script.is_file():
+            raise KataError(f"no candidate script at {script}")
+        load_key(key_dir)
+    except (KataError, BadKey) as exc:
+        if as_json:
+            click.echo(json.dumps({"schema": SCHEMA, "error": str(exc), "exit_code": KataError.exit_code}, indent=2))
         raise KataError(str(exc)) from None
+    result = grade_task(script, key_dir, observe(script, device, limits_of(timeout, idle, memory)))
     report_path = report_path or key_dir / "report.md"
     write_text_atomically(report_path, markdown(result))
     if as_json:
