@@ -1,35 +1,117 @@
-"""A correct PyTorch training script: a small classifier on synthetic data.
-
-Every detail of the canonical loop is right: train/eval toggling,
-zero_grad(set_to_none=True), .item() accumulation, clipping before the step,
-a per-step OneCycle schedule, validation under no_grad, a best checkpoint with
-the optimizer state, and a Dataset whose augmentation generator is seeded per
-DataLoader worker. Run it with `python reference/classifier.py [--device cuda]`.
-"""
+"""Multi-class training script: synthetic data, an MLP with a shortcut branch, a one-cycle schedule."""
 import argparse
 import math
 import os
 
 import torch
-import torch.nn as nn
+from torch import nn
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
-NUM_CLASSES = 4
-NUM_FEATURES = 16
+K = 4
+N_FEATURES = 16
 
 
-def make_data(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Gaussian clusters, two per class, so no single linear cut separates them."""
-    g = torch.Generator().manual_seed(seed)
-    centres = torch.randn(2 * NUM_CLASSES, NUM_FEATURES, generator=torch.Generator().manual_seed(0)) * 1.5
-    cluster = torch.randint(0, 2 * NUM_CLASSES, (n,), generator=g)
-    x = centres[cluster] + torch.randn(n, NUM_FEATURES, generator=g)
-    return x, cluster % NUM_CLASSES
+def choose_device(wanted: str | None) -> torch.device:
+    label = wanted or os.environ.get("KATA_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(label)
 
 
-class JitteredPoints(Dataset):
-    """Feature vectors with optional Gaussian jitter drawn from the dataset's own generator."""
+def worker_init(worker: int) -> None:
+    winfo = get_worker_info()
+    winfo.dataset.rng.manual_seed(winfo.seed)
 
+
+def run_training(learner, training_data, valid_dl, dev, num_epochs=4, learning_rate=1e-2, best_path="best.pt"):
+    learner.to(dev)
+    objective = nn.CrossEntropyLoss(label_smoothing=0.05)
+    optim_ = torch.optim.AdamW(learner.parameters(), lr=learning_rate, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.OneCycleLR(optim_, max_lr=learning_rate, total_steps=num_epochs * len(training_data))
+    lowest_val, best_at = math.inf, None
+    for e in range(num_epochs):
+        fit_loss = train_epoch(learner, training_data, objective, optim_, sched, dev)
+        va_loss, val_acc = eval_model(learner, valid_dl, objective, dev)
+        print(f"epoch {e}  train {fit_loss:.4f}  val {va_loss:.4f}  acc {val_acc:.3f}  lr {sched.get_last_lr()[0]:.2e}")
+        if va_loss < lowest_val:
+            lowest_val = va_loss
+            best_at = e
+            torch.save({"model": learner.state_dict(), "optimizer": optim_.state_dict(), "epoch": e}, best_path)
+    if best_at is not None:
+        learner.load_state_dict(torch.load(best_path, weights_only=True)["model"])
+    return learner
+
+
+def make_dataset(count: int, rng_seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(rng_seed)
+    anchors = torch.randn(2 * K, N_FEATURES, generator=torch.Generator().manual_seed(0)) * 1.5
+    group = torch.randint(0, 2 * K, (count,), generator=gen)
+    batch_x = anchors[group] + torch.randn(count, N_FEATURES, generator=gen)
+    return batch_x, group % K
+
+
+class Net(nn.Module):
+    def __init__(self, width: int = 64):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Linear(N_FEATURES, width), nn.BatchNorm1d(width), nn.ReLU())
+        self.deep = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, width))
+        self.shortcut = nn.Linear(width, width)
+        self.head = nn.Linear(width, K)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        feats = self.stem(x)
+        feats = torch.relu(self.deep(feats) + self.shortcut(feats))
+        return self.head(feats)
+
+
+def train_epoch(net, batch_iter, loss_function, opt, schedule, target_device, clip=0.1):
+    net.train()
+    loss_sum = 0.0
+    n_examples = 0
+    for features, yb in batch_iter:
+        features = features.to(target_device, non_blocking=True)
+        yb = yb.to(target_device, non_blocking=True)
+        with torch.autocast(target_device.type, dtype=torch.bfloat16, enabled=target_device.type == "cuda"):
+            outputs = net(features)
+        batch_loss = loss_function(outputs.float(), yb)
+        batch_loss.backward()
+        nn.utils.clip_grad_norm_(net.parameters(), clip)
+        opt.step()
+        schedule.step()
+        loss_sum += batch_loss.item() * len(yb)
+        n_examples += len(yb)
+    return loss_sum / n_examples
+
+
+@torch.no_grad()
+def eval_model(clf, dl, loss_fn, where):
+    clf.train(False)
+    cum_loss = 0.0
+    hits = 0
+    total = 0
+    for inputs, labels in dl:
+        inputs = inputs.to(where)
+        labels = labels.to(where)
+        with torch.autocast(where.type, dtype=torch.bfloat16, enabled=where.type == "cuda"):
+            preds = clf(inputs)
+        cum_loss += loss_fn(preds.float(), labels).item() * len(labels)
+        hits += (preds.argmax(1) == labels).sum().item()
+        total += len(labels)
+    return cum_loss / total, hits / total
+
+
+def cli_main() -> None:
+    arg_parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    arg_parser.add_argument("--device", help="cpu or cuda (default: $KATA_DEVICE, else cuda if available)")
+    device = choose_device(arg_parser.parse_args().device)
+    torch.manual_seed(0)
+    training_set = NoisyPoints(*make_dataset(1024, rng_seed=1), jitter=0.3)
+    val_ds = NoisyPoints(*make_dataset(512, rng_seed=2))
+    train_dl = DataLoader(training_set, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
+                              worker_init_fn=worker_init, generator=torch.Generator().manual_seed(0))
+    val_batches = DataLoader(val_ds, batch_size=128)
+    run_training(Net(), train_dl, val_batches, device)
+
+
+class NoisyPoints(Dataset):
     def __init__(self, x: torch.Tensor, y: torch.Tensor, jitter: float = 0.0):
         self.x, self.y, self.jitter = x, y, jitter
         self.rng = torch.Generator().manual_seed(0)
@@ -38,100 +120,11 @@ class JitteredPoints(Dataset):
         return len(self.y)
 
     def __getitem__(self, i: int):
-        x = self.x[i]
+        xb = self.x[i]
         if self.jitter:
-            x = x + self.jitter * torch.randn(x.shape, generator=self.rng)
-        return x, self.y[i]
-
-
-def seed_worker(worker_id: int) -> None:
-    """Give each worker, in each epoch, its own augmentation stream."""
-    info = get_worker_info()
-    info.dataset.rng.manual_seed(info.seed)
-
-
-class Classifier(nn.Module):
-    """A stem feeding two branches (deep and shortcut) that merge before the head."""
-
-    def __init__(self, width: int = 64):
-        super().__init__()
-        self.stem = nn.Sequential(nn.Linear(NUM_FEATURES, width), nn.BatchNorm1d(width), nn.ReLU())
-        self.deep = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, width))
-        self.shortcut = nn.Linear(width, width)
-        self.head = nn.Linear(width, NUM_CLASSES)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.stem(x)
-        h = torch.relu(self.deep(h) + self.shortcut(h))
-        return self.head(h)
-
-
-def train_one_epoch(model, loader, criterion, optimizer, scheduler, device, max_grad_norm=0.1):
-    model.train()
-    total_loss, n_seen = 0.0, 0
-    for x, y in loader:
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            out = model(x)
-        loss = criterion(out.float(), y)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-        optimizer.step()
-        scheduler.step()
-        total_loss += loss.item() * len(y)
-        n_seen += len(y)
-    return total_loss / n_seen
-
-
-@torch.no_grad()
-def evaluate(model, loader, criterion, device):
-    model.eval()
-    total_loss, correct, n = 0.0, 0, 0
-    for x, y in loader:
-        x, y = x.to(device), y.to(device)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            out = model(x)
-        total_loss += criterion(out.float(), y).item() * len(y)
-        correct += (out.argmax(1) == y).sum().item()
-        n += len(y)
-    return total_loss / n, correct / n
-
-
-def fit(model, train_loader, val_loader, device, epochs=4, lr=1e-2, checkpoint="best.pt"):
-    model.to(device)
-    criterion = nn.CrossEntropyLoss(label_smoothing=0.05)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=epochs * len(train_loader))
-    best_val, best_epoch = math.inf, None
-    for epoch in range(epochs):
-        train_loss = train_one_epoch(model, train_loader, criterion, optimizer, scheduler, device)
-        val_loss, acc = evaluate(model, val_loader, criterion, device)
-        print(f"epoch {epoch}  train {train_loss:.4f}  val {val_loss:.4f}  acc {acc:.3f}  lr {scheduler.get_last_lr()[0]:.2e}")
-        if val_loss < best_val:
-            best_val, best_epoch = val_loss, epoch
-            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}, checkpoint)
-    if best_epoch is not None:
-        model.load_state_dict(torch.load(checkpoint, weights_only=True)["model"])
-    return model
-
-
-def pick_device(requested: str | None) -> torch.device:
-    name = requested or os.environ.get("KATA_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", help="cpu or cuda (default: $KATA_DEVICE, else cuda if available)")
-    device = pick_device(parser.parse_args().device)
-    torch.manual_seed(0)
-    train_set = JitteredPoints(*make_data(1024, seed=1), jitter=0.3)
-    val_set = JitteredPoints(*make_data(512, seed=2))
-    train_loader = DataLoader(train_set, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
-                              worker_init_fn=seed_worker, generator=torch.Generator().manual_seed(0))
-    val_loader = DataLoader(val_set, batch_size=128)
-    fit(Classifier(), train_loader, val_loader, device)
+            xb = xb + self.jitter * torch.randn(xb.shape, generator=self.rng)
+        return xb, self.y[i]
 
 
 if __name__ == "__main__":
-    main()
+    cli_main()

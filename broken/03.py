@@ -1,35 +1,22 @@
-"""A correct PyTorch training script: a small classifier on synthetic data.
-
-Every detail of the canonical loop is right: train/eval toggling,
-zero_grad(set_to_none=True), .item() accumulation, clipping before the step,
-a per-step OneCycle schedule, validation under no_grad, a best checkpoint with
-the optimizer state, and a Dataset whose augmentation generator is seeded per
-DataLoader worker. Run it with `python reference/classifier.py [--device cuda]`.
-"""
+"""Fit a two-branch MLP to a synthetic four-class problem and report validation accuracy."""
 import argparse
 import math
 import os
 
 import torch
-import torch.nn as nn
+from torch import nn
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
-NUM_CLASSES = 4
-NUM_FEATURES = 16
+N_CLASSES = 4
+N_FEATURES = 16
 
 
-def make_data(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Gaussian clusters, two per class, so no single linear cut separates them."""
-    g = torch.Generator().manual_seed(seed)
-    centres = torch.randn(2 * NUM_CLASSES, NUM_FEATURES, generator=torch.Generator().manual_seed(0)) * 1.5
-    cluster = torch.randint(0, 2 * NUM_CLASSES, (n,), generator=g)
-    x = centres[cluster] + torch.randn(n, NUM_FEATURES, generator=g)
-    return x, cluster % NUM_CLASSES
+def resolve_device(choice: str | None) -> torch.device:
+    kind = choice or os.environ.get("KATA_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(kind)
 
 
-class JitteredPoints(Dataset):
-    """Feature vectors with optional Gaussian jitter drawn from the dataset's own generator."""
-
+class PointDataset(Dataset):
     def __init__(self, x: torch.Tensor, y: torch.Tensor, jitter: float = 0.0):
         self.x, self.y, self.jitter = x, y, jitter
         self.rng = torch.Generator().manual_seed(0)
@@ -38,100 +25,106 @@ class JitteredPoints(Dataset):
         return len(self.y)
 
     def __getitem__(self, i: int):
-        x = self.x[i]
+        features = self.x[i]
         if self.jitter:
-            x = x + self.jitter * torch.randn(x.shape, generator=self.rng)
-        return x, self.y[i]
+            features = features + self.jitter * torch.randn(features.shape, generator=self.rng)
+        return features, self.y[i]
 
 
-def seed_worker(worker_id: int) -> None:
-    """Give each worker, in each epoch, its own augmentation stream."""
-    info = get_worker_info()
-    info.dataset.rng.manual_seed(info.seed)
-
-
-class Classifier(nn.Module):
-    """A stem feeding two branches (deep and shortcut) that merge before the head."""
-
+class TwoPathMLP(nn.Module):
     def __init__(self, width: int = 64):
         super().__init__()
-        self.stem = nn.Sequential(nn.Linear(NUM_FEATURES, width), nn.BatchNorm1d(width), nn.ReLU())
+        self.stem = nn.Sequential(nn.Linear(N_FEATURES, width), nn.BatchNorm1d(width), nn.ReLU())
         self.deep = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, width))
         self.shortcut = nn.Linear(width, width)
-        self.head = nn.Linear(width, NUM_CLASSES)
+        self.head = nn.Linear(width, N_CLASSES)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.stem(x)
-        h = torch.relu(self.deep(h) + self.shortcut(h))
-        return self.head(h)
+        hidden = self.stem(x)
+        hidden = torch.relu(self.deep(hidden) + self.shortcut(hidden))
+        return self.head(hidden)
 
 
-def train_one_epoch(model, loader, criterion, optimizer, scheduler, device, max_grad_norm=0.1):
-    model.train()
-    total_loss, n_seen = 0.0, 0
-    for x, y in loader:
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            out = model(x)
-        loss = criterion(out.float(), y)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-        optimizer.step()
-        scheduler.step()
-        total_loss += loss.item() * len(y)
-        n_seen += len(y)
-    return total_loss / n_seen
+def init_worker(worker_index: int) -> None:
+    winfo = get_worker_info()
+    winfo.dataset.rng.manual_seed(winfo.seed)
+
+
+def cli_main() -> None:
+    arg_parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    arg_parser.add_argument("--device", help="cpu or cuda (default: $KATA_DEVICE, else cuda if available)")
+    device = resolve_device(arg_parser.parse_args().device)
+    torch.manual_seed(0)
+    training_set = PointDataset(*synth_data(1024, s=1), jitter=0.3)
+    valid_set = PointDataset(*synth_data(512, s=2))
+    training_data = DataLoader(training_set, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
+                              worker_init_fn=init_worker, generator=torch.Generator().manual_seed(0))
+    val_batches = DataLoader(valid_set, batch_size=128)
+    run_training(TwoPathMLP(), training_data, val_batches, device)
 
 
 @torch.no_grad()
-def evaluate(model, loader, criterion, device):
-    total_loss, correct, n = 0.0, 0, 0
-    for x, y in loader:
-        x, y = x.to(device), y.to(device)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            out = model(x)
-        total_loss += criterion(out.float(), y).item() * len(y)
-        correct += (out.argmax(1) == y).sum().item()
-        n += len(y)
-    return total_loss / n, correct / n
+def validate(clf, dl, loss_function, target_device):
+    running_loss = 0.0
+    n_correct = 0
+    count = 0
+    for xb, yb in dl:
+        xb = xb.to(target_device)
+        yb = yb.to(target_device)
+        with torch.autocast(target_device.type, dtype=torch.bfloat16, enabled=target_device.type == "cuda"):
+            scores = clf(xb)
+        running_loss += loss_function(scores.float(), yb).item() * len(yb)
+        n_correct += (scores.argmax(1) == yb).sum().item()
+        count += len(yb)
+    return running_loss / count, n_correct / count
 
 
-def fit(model, train_loader, val_loader, device, epochs=4, lr=1e-2, checkpoint="best.pt"):
-    model.to(device)
-    criterion = nn.CrossEntropyLoss(label_smoothing=0.05)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=epochs * len(train_loader))
-    best_val, best_epoch = math.inf, None
-    for epoch in range(epochs):
-        train_loss = train_one_epoch(model, train_loader, criterion, optimizer, scheduler, device)
-        val_loss, acc = evaluate(model, val_loader, criterion, device)
-        print(f"epoch {epoch}  train {train_loss:.4f}  val {val_loss:.4f}  acc {acc:.3f}  lr {scheduler.get_last_lr()[0]:.2e}")
-        if val_loss < best_val:
-            best_val, best_epoch = val_loss, epoch
-            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}, checkpoint)
-    if best_epoch is not None:
-        model.load_state_dict(torch.load(checkpoint, weights_only=True)["model"])
-    return model
+def run_epoch(net, batches, loss_fn, opt, sched, where, grad_clip=0.1):
+    net.train()
+    cum_loss = 0.0
+    seen = 0
+    for inputs, labels in batches:
+        inputs = inputs.to(where, non_blocking=True)
+        labels = labels.to(where, non_blocking=True)
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(where.type, dtype=torch.bfloat16, enabled=where.type == "cuda"):
+            logits = net(inputs)
+        err = loss_fn(logits.float(), labels)
+        err.backward()
+        nn.utils.clip_grad_norm_(net.parameters(), grad_clip)
+        opt.step()
+        sched.step()
+        cum_loss += err.item() * len(labels)
+        seen += len(labels)
+    return cum_loss / seen
 
 
-def pick_device(requested: str | None) -> torch.device:
-    name = requested or os.environ.get("KATA_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+def synth_data(total: int, s: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(s)
+    means = torch.randn(2 * N_CLASSES, N_FEATURES, generator=torch.Generator().manual_seed(0)) * 1.5
+    component = torch.randint(0, 2 * N_CLASSES, (total,), generator=gen)
+    batch_x = means[component] + torch.randn(total, N_FEATURES, generator=gen)
+    return batch_x, component % N_CLASSES
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", help="cpu or cuda (default: $KATA_DEVICE, else cuda if available)")
-    device = pick_device(parser.parse_args().device)
-    torch.manual_seed(0)
-    train_set = JitteredPoints(*make_data(1024, seed=1), jitter=0.3)
-    val_set = JitteredPoints(*make_data(512, seed=2))
-    train_loader = DataLoader(train_set, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
-                              worker_init_fn=seed_worker, generator=torch.Generator().manual_seed(0))
-    val_loader = DataLoader(val_set, batch_size=128)
-    fit(Classifier(), train_loader, val_loader, device)
+def run_training(learner, train_dl, valid_dl, dev, n_epochs=4, base_lr=1e-2, ckpt_path="best.pt"):
+    learner.to(dev)
+    objective = nn.CrossEntropyLoss(label_smoothing=0.05)
+    updater = torch.optim.AdamW(learner.parameters(), lr=base_lr, weight_decay=0.01)
+    lr_schedule = torch.optim.lr_scheduler.OneCycleLR(updater, max_lr=base_lr, total_steps=n_epochs * len(train_dl))
+    best_score, best_idx = math.inf, None
+    for epoch_idx in range(n_epochs):
+        tr_loss = run_epoch(learner, train_dl, objective, updater, lr_schedule, dev)
+        holdout_loss, val_acc = validate(learner, valid_dl, objective, dev)
+        print(f"epoch {epoch_idx}  train {tr_loss:.4f}  val {holdout_loss:.4f}  acc {val_acc:.3f}  lr {lr_schedule.get_last_lr()[0]:.2e}")
+        if holdout_loss < best_score:
+            best_score = holdout_loss
+            best_idx = epoch_idx
+            torch.save({"model": learner.state_dict(), "optimizer": updater.state_dict(), "epoch": epoch_idx}, ckpt_path)
+    if best_idx is not None:
+        learner.load_state_dict(torch.load(ckpt_path, weights_only=True)["model"])
+    return learner
 
 
 if __name__ == "__main__":
-    main()
+    cli_main()

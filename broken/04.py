@@ -1,11 +1,4 @@
-"""A correct PyTorch training script: a small classifier on synthetic data.
-
-Every detail of the canonical loop is right: train/eval toggling,
-zero_grad(set_to_none=True), .item() accumulation, clipping before the step,
-a per-step OneCycle schedule, validation under no_grad, a best checkpoint with
-the optimizer state, and a Dataset whose augmentation generator is seeded per
-DataLoader worker. Run it with `python reference/classifier.py [--device cuda]`.
-"""
+"""Train a small multi-class classifier on synthetic clustered data."""
 import argparse
 import math
 import os
@@ -14,22 +7,34 @@ import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
-NUM_CLASSES = 4
-NUM_FEATURES = 16
+CLASSES = 4
+D_IN = 16
 
 
-def make_data(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Gaussian clusters, two per class, so no single linear cut separates them."""
-    g = torch.Generator().manual_seed(seed)
-    centres = torch.randn(2 * NUM_CLASSES, NUM_FEATURES, generator=torch.Generator().manual_seed(0)) * 1.5
-    cluster = torch.randint(0, 2 * NUM_CLASSES, (n,), generator=g)
-    x = centres[cluster] + torch.randn(n, NUM_FEATURES, generator=g)
-    return x, cluster % NUM_CLASSES
+def cli_main() -> None:
+    arg_parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    arg_parser.add_argument("--device", help="cpu or cuda (default: $KATA_DEVICE, else cuda if available)")
+    device = get_device(arg_parser.parse_args().device)
+    torch.manual_seed(0)
+    training_set = NoisyPoints(*synth_data(1024, s=1), jitter=0.3)
+    val_data = NoisyPoints(*synth_data(512, s=2))
+    training_data = DataLoader(training_set, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
+                              worker_init_fn=worker_init, generator=torch.Generator().manual_seed(0))
+    val_batches = DataLoader(val_data, batch_size=128)
+    train_model(Net(), training_data, val_batches, device)
 
 
-class JitteredPoints(Dataset):
-    """Feature vectors with optional Gaussian jitter drawn from the dataset's own generator."""
+def get_device(wanted: str | None) -> torch.device:
+    device_name = wanted or os.environ.get("KATA_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device_name)
 
+
+def worker_init(wid: int) -> None:
+    wi = get_worker_info()
+    wi.dataset.rng.manual_seed(wi.seed)
+
+
+class NoisyPoints(Dataset):
     def __init__(self, x: torch.Tensor, y: torch.Tensor, jitter: float = 0.0):
         self.x, self.y, self.jitter = x, y, jitter
         self.rng = torch.Generator().manual_seed(0)
@@ -38,100 +43,88 @@ class JitteredPoints(Dataset):
         return len(self.y)
 
     def __getitem__(self, i: int):
-        x = self.x[i]
+        features = self.x[i]
         if self.jitter:
-            x = x + self.jitter * torch.randn(x.shape, generator=self.rng)
-        return x, self.y[i]
+            features = features + self.jitter * torch.randn(features.shape, generator=self.rng)
+        return features, self.y[i]
 
 
-def seed_worker(worker_id: int) -> None:
-    """Give each worker, in each epoch, its own augmentation stream."""
-    info = get_worker_info()
-    info.dataset.rng.manual_seed(info.seed)
-
-
-class Classifier(nn.Module):
-    """A stem feeding two branches (deep and shortcut) that merge before the head."""
-
+class Net(nn.Module):
     def __init__(self, width: int = 64):
         super().__init__()
-        self.stem = nn.Sequential(nn.Linear(NUM_FEATURES, width), nn.BatchNorm1d(width), nn.ReLU())
+        self.stem = nn.Sequential(nn.Linear(D_IN, width), nn.BatchNorm1d(width), nn.ReLU())
         self.deep = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, width))
         self.shortcut = nn.Linear(width, width)
-        self.head = nn.Linear(width, NUM_CLASSES)
+        self.head = nn.Linear(width, CLASSES)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.stem(x)
-        h = torch.relu(self.deep(h) + self.shortcut(h))
-        return self.head(h)
+        hidden = self.stem(x)
+        hidden = torch.relu(self.deep(hidden) + self.shortcut(hidden))
+        return self.head(hidden)
 
 
-def train_one_epoch(model, loader, criterion, optimizer, scheduler, device, max_grad_norm=0.1):
-    total_loss, n_seen = 0.0, 0
-    for x, y in loader:
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            out = model(x)
-        loss = criterion(out.float(), y)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-        optimizer.step()
-        scheduler.step()
-        total_loss += loss.item() * len(y)
-        n_seen += len(y)
-    return total_loss / n_seen
+def synth_data(total: int, s: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(s)
+    anchors = torch.randn(2 * CLASSES, D_IN, generator=torch.Generator().manual_seed(0)) * 1.5
+    blob = torch.randint(0, 2 * CLASSES, (total,), generator=gen)
+    xb = anchors[blob] + torch.randn(total, D_IN, generator=gen)
+    return xb, blob % CLASSES
+
+
+def train_model(network, train_batches, valid_dl, target_device, num_epochs=4, base_lr=1e-2, best_path="best.pt"):
+    network.to(target_device)
+    loss_function = nn.CrossEntropyLoss(label_smoothing=0.05)
+    opt = torch.optim.AdamW(network.parameters(), lr=base_lr, weight_decay=0.01)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=base_lr, total_steps=num_epochs * len(train_batches))
+    lowest_val = math.inf
+    best_ep = None
+    for e in range(num_epochs):
+        tr_loss = fit_epoch(network, train_batches, loss_function, opt, schedule, target_device)
+        holdout_loss, score = eval_model(network, valid_dl, loss_function, target_device)
+        print(f"epoch {e}  train {tr_loss:.4f}  val {holdout_loss:.4f}  acc {score:.3f}  lr {schedule.get_last_lr()[0]:.2e}")
+        if holdout_loss < lowest_val:
+            lowest_val = holdout_loss
+            best_ep = e
+            torch.save({"model": network.state_dict(), "optimizer": opt.state_dict(), "epoch": e}, best_path)
+    if best_ep is not None:
+        network.load_state_dict(torch.load(best_path, weights_only=True)["model"])
+    return network
+
+
+def fit_epoch(learner, batches, loss_fn, updater, sched, dev, grad_clip=0.1):
+    cum_loss = 0.0
+    n_examples = 0
+    for inputs, yb in batches:
+        inputs, yb = inputs.to(dev, non_blocking=True), yb.to(dev, non_blocking=True)
+        updater.zero_grad(set_to_none=True)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda"):
+            logits = learner(inputs)
+        cost = loss_fn(logits.float(), yb)
+        cost.backward()
+        nn.utils.clip_grad_norm_(learner.parameters(), grad_clip)
+        updater.step()
+        sched.step()
+        cum_loss += cost.item() * len(yb)
+        n_examples += len(yb)
+    return cum_loss / n_examples
 
 
 @torch.no_grad()
-def evaluate(model, loader, criterion, device):
-    model.eval()
-    total_loss, correct, n = 0.0, 0, 0
-    for x, y in loader:
-        x, y = x.to(device), y.to(device)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            out = model(x)
-        total_loss += criterion(out.float(), y).item() * len(y)
-        correct += (out.argmax(1) == y).sum().item()
-        n += len(y)
-    return total_loss / n, correct / n
-
-
-def fit(model, train_loader, val_loader, device, epochs=4, lr=1e-2, checkpoint="best.pt"):
-    model.to(device)
-    criterion = nn.CrossEntropyLoss(label_smoothing=0.05)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=epochs * len(train_loader))
-    best_val, best_epoch = math.inf, None
-    for epoch in range(epochs):
-        train_loss = train_one_epoch(model, train_loader, criterion, optimizer, scheduler, device)
-        val_loss, acc = evaluate(model, val_loader, criterion, device)
-        print(f"epoch {epoch}  train {train_loss:.4f}  val {val_loss:.4f}  acc {acc:.3f}  lr {scheduler.get_last_lr()[0]:.2e}")
-        if val_loss < best_val:
-            best_val, best_epoch = val_loss, epoch
-            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}, checkpoint)
-    if best_epoch is not None:
-        model.load_state_dict(torch.load(checkpoint, weights_only=True)["model"])
-    return model
-
-
-def pick_device(requested: str | None) -> torch.device:
-    name = requested or os.environ.get("KATA_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", help="cpu or cuda (default: $KATA_DEVICE, else cuda if available)")
-    device = pick_device(parser.parse_args().device)
-    torch.manual_seed(0)
-    train_set = JitteredPoints(*make_data(1024, seed=1), jitter=0.3)
-    val_set = JitteredPoints(*make_data(512, seed=2))
-    train_loader = DataLoader(train_set, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
-                              worker_init_fn=seed_worker, generator=torch.Generator().manual_seed(0))
-    val_loader = DataLoader(val_set, batch_size=128)
-    fit(Classifier(), train_loader, val_loader, device)
+def eval_model(net, batch_iter, objective, where):
+    net.eval()
+    loss_sum = 0.0
+    hits = 0
+    seen = 0
+    for batch_x, targets in batch_iter:
+        batch_x = batch_x.to(where)
+        targets = targets.to(where)
+        with torch.autocast(where.type, dtype=torch.bfloat16, enabled=where.type == "cuda"):
+            preds = net(batch_x)
+        loss_sum += objective(preds.float(), targets).item() * len(targets)
+        hits += (preds.argmax(1) == targets).sum().item()
+        seen += len(targets)
+    return loss_sum / seen, hits / seen
 
 
 if __name__ == "__main__":
-    main()
+    cli_main()

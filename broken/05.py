@@ -1,11 +1,4 @@
-"""A correct PyTorch training script: a small classifier on synthetic data.
-
-Every detail of the canonical loop is right: train/eval toggling,
-zero_grad(set_to_none=True), .item() accumulation, clipping before the step,
-a per-step OneCycle schedule, validation under no_grad, a best checkpoint with
-the optimizer state, and a Dataset whose augmentation generator is seeded per
-DataLoader worker. Run it with `python reference/classifier.py [--device cuda]`.
-"""
+"""Train a small multi-class classifier on synthetic clustered data."""
 import argparse
 import math
 import os
@@ -14,22 +7,49 @@ import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
-NUM_CLASSES = 4
-NUM_FEATURES = 16
+K = 4
+N_FEATURES = 16
 
 
-def make_data(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Gaussian clusters, two per class, so no single linear cut separates them."""
-    g = torch.Generator().manual_seed(seed)
-    centres = torch.randn(2 * NUM_CLASSES, NUM_FEATURES, generator=torch.Generator().manual_seed(0)) * 1.5
-    cluster = torch.randint(0, 2 * NUM_CLASSES, (n,), generator=g)
-    x = centres[cluster] + torch.randn(n, NUM_FEATURES, generator=g)
-    return x, cluster % NUM_CLASSES
+def reseed_worker(worker: int) -> None:
+    worker_info = get_worker_info()
+    worker_info.dataset.rng.manual_seed(worker_info.seed)
 
 
-class JitteredPoints(Dataset):
-    """Feature vectors with optional Gaussian jitter drawn from the dataset's own generator."""
+def train_model(network, train_batches, val_batches, where, num_epochs=4, peak_lr=1e-2, best_path="best.pt"):
+    network.to(where)
+    loss_function = nn.CrossEntropyLoss(label_smoothing=0.05)
+    opt = torch.optim.AdamW(network.parameters(), lr=peak_lr, weight_decay=0.01)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=peak_lr, total_steps=num_epochs * len(train_batches))
+    lowest_val = math.inf
+    best_at = None
+    for ep in range(num_epochs):
+        tr_loss = fit_epoch(network, train_batches, loss_function, opt, schedule, where)
+        holdout_loss, val_acc = validate(network, val_batches, loss_function, where)
+        print(f"epoch {ep}  train {tr_loss:.4f}  val {holdout_loss:.4f}  acc {val_acc:.3f}  lr {schedule.get_last_lr()[0]:.2e}")
+        if holdout_loss < lowest_val:
+            lowest_val = holdout_loss
+            best_at = ep
+            torch.save({"model": network.state_dict(), "optimizer": opt.state_dict(), "epoch": ep}, best_path)
+    if best_at is not None:
+        network.load_state_dict(torch.load(best_path, weights_only=True)["model"])
+    return network
 
+
+def resolve_device(choice: str | None) -> torch.device:
+    device_name = choice or os.environ.get("KATA_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device_name)
+
+
+def synth_data(count: int, rng_seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(rng_seed)
+    anchors = torch.randn(2 * K, N_FEATURES, generator=torch.Generator().manual_seed(0)) * 1.5
+    blob = torch.randint(0, 2 * K, (count,), generator=gen)
+    features = anchors[blob] + torch.randn(count, N_FEATURES, generator=gen)
+    return features, blob % K
+
+
+class NoisyPoints(Dataset):
     def __init__(self, x: torch.Tensor, y: torch.Tensor, jitter: float = 0.0):
         self.x, self.y, self.jitter = x, y, jitter
         self.rng = torch.Generator().manual_seed(0)
@@ -38,101 +58,75 @@ class JitteredPoints(Dataset):
         return len(self.y)
 
     def __getitem__(self, i: int):
-        x = self.x[i]
+        batch_x = self.x[i]
         if self.jitter:
-            x = x + self.jitter * torch.randn(x.shape, generator=self.rng)
-        return x, self.y[i]
+            batch_x = batch_x + self.jitter * torch.randn(batch_x.shape, generator=self.rng)
+        return batch_x, self.y[i]
 
 
-def seed_worker(worker_id: int) -> None:
-    """Give each worker, in each epoch, its own augmentation stream."""
-    info = get_worker_info()
-    info.dataset.rng.manual_seed(info.seed)
+def run() -> None:
+    arg_parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    arg_parser.add_argument("--device", help="cpu or cuda (default: $KATA_DEVICE, else cuda if available)")
+    device = resolve_device(arg_parser.parse_args().device)
+    torch.manual_seed(0)
+    training_set = NoisyPoints(*synth_data(1024, rng_seed=1), jitter=0.3)
+    val_data = NoisyPoints(*synth_data(512, rng_seed=2))
+    training_data = DataLoader(training_set, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
+                              worker_init_fn=reseed_worker, generator=torch.Generator().manual_seed(0))
+    holdout = DataLoader(val_data, batch_size=128)
+    train_model(Net(), training_data, holdout, device)
 
 
-class Classifier(nn.Module):
-    """A stem feeding two branches (deep and shortcut) that merge before the head."""
-
+class Net(nn.Module):
     def __init__(self, width: int = 64):
         super().__init__()
-        self.stem = nn.Sequential(nn.Linear(NUM_FEATURES, width), nn.BatchNorm1d(width), nn.ReLU())
+        self.stem = nn.Sequential(nn.Linear(N_FEATURES, width), nn.BatchNorm1d(width), nn.ReLU())
         self.deep = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, width))
         self.shortcut = nn.Linear(width, width)
-        self.head = nn.Linear(width, NUM_CLASSES)
+        self.head = nn.Linear(width, K)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.stem(x)
-        h = torch.relu(self.deep(h) + self.shortcut(h).detach())
-        return self.head(h)
+        feats = self.stem(x)
+        feats = torch.relu(self.deep(feats).detach() + self.shortcut(feats))
+        return self.head(feats)
 
 
-def train_one_epoch(model, loader, criterion, optimizer, scheduler, device, max_grad_norm=0.1):
-    model.train()
-    total_loss, n_seen = 0.0, 0
-    for x, y in loader:
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            out = model(x)
-        loss = criterion(out.float(), y)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-        optimizer.step()
-        scheduler.step()
-        total_loss += loss.item() * len(y)
-        n_seen += len(y)
-    return total_loss / n_seen
+def fit_epoch(net, batches, loss_fn, updater, lr_schedule, dev, clip=0.1):
+    net.train()
+    loss_sum = 0.0
+    seen = 0
+    for xb, targets in batches:
+        xb = xb.to(dev, non_blocking=True)
+        targets = targets.to(dev, non_blocking=True)
+        updater.zero_grad(set_to_none=True)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda"):
+            scores = net(xb)
+        batch_loss = loss_fn(scores.float(), targets)
+        batch_loss.backward()
+        nn.utils.clip_grad_norm_(net.parameters(), clip)
+        updater.step()
+        lr_schedule.step()
+        loss_sum += batch_loss.item() * len(targets)
+        seen += len(targets)
+    return loss_sum / seen
 
 
 @torch.no_grad()
-def evaluate(model, loader, criterion, device):
-    model.eval()
-    total_loss, correct, n = 0.0, 0, 0
-    for x, y in loader:
-        x, y = x.to(device), y.to(device)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            out = model(x)
-        total_loss += criterion(out.float(), y).item() * len(y)
-        correct += (out.argmax(1) == y).sum().item()
-        n += len(y)
-    return total_loss / n, correct / n
-
-
-def fit(model, train_loader, val_loader, device, epochs=4, lr=1e-2, checkpoint="best.pt"):
-    model.to(device)
-    criterion = nn.CrossEntropyLoss(label_smoothing=0.05)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=epochs * len(train_loader))
-    best_val, best_epoch = math.inf, None
-    for epoch in range(epochs):
-        train_loss = train_one_epoch(model, train_loader, criterion, optimizer, scheduler, device)
-        val_loss, acc = evaluate(model, val_loader, criterion, device)
-        print(f"epoch {epoch}  train {train_loss:.4f}  val {val_loss:.4f}  acc {acc:.3f}  lr {scheduler.get_last_lr()[0]:.2e}")
-        if val_loss < best_val:
-            best_val, best_epoch = val_loss, epoch
-            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}, checkpoint)
-    if best_epoch is not None:
-        model.load_state_dict(torch.load(checkpoint, weights_only=True)["model"])
-    return model
-
-
-def pick_device(requested: str | None) -> torch.device:
-    name = requested or os.environ.get("KATA_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", help="cpu or cuda (default: $KATA_DEVICE, else cuda if available)")
-    device = pick_device(parser.parse_args().device)
-    torch.manual_seed(0)
-    train_set = JitteredPoints(*make_data(1024, seed=1), jitter=0.3)
-    val_set = JitteredPoints(*make_data(512, seed=2))
-    train_loader = DataLoader(train_set, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
-                              worker_init_fn=seed_worker, generator=torch.Generator().manual_seed(0))
-    val_loader = DataLoader(val_set, batch_size=128)
-    fit(Classifier(), train_loader, val_loader, device)
+def validate(clf, batch_iter, objective, target_device):
+    clf.eval()
+    cum_loss = 0.0
+    n_correct = 0
+    total = 0
+    for inputs, labels in batch_iter:
+        inputs = inputs.to(target_device)
+        labels = labels.to(target_device)
+        with torch.autocast(target_device.type, dtype=torch.bfloat16, enabled=target_device.type == "cuda"):
+            logits = clf(inputs)
+        cum_loss += objective(logits.float(), labels).item() * len(labels)
+        n_correct += (logits.argmax(1) == labels).sum().item()
+        total += len(labels)
+    return cum_loss / total, n_correct / total
 
 
 if __name__ == "__main__":
-    main()
+    run()

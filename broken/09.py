@@ -1,11 +1,4 @@
-"""A correct PyTorch training script: a small classifier on synthetic data.
-
-Every detail of the canonical loop is right: train/eval toggling,
-zero_grad(set_to_none=True), .item() accumulation, clipping before the step,
-a per-step OneCycle schedule, validation under no_grad, a best checkpoint with
-the optimizer state, and a Dataset whose augmentation generator is seeded per
-DataLoader worker. Run it with `python reference/classifier.py [--device cuda]`.
-"""
+"""Fit a two-branch MLP to a synthetic four-class problem and report validation accuracy."""
 import argparse
 import math
 import os
@@ -14,22 +7,21 @@ import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
-NUM_CLASSES = 4
-NUM_FEATURES = 16
+K = 4
+D_IN = 16
 
 
-def make_data(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Gaussian clusters, two per class, so no single linear cut separates them."""
-    g = torch.Generator().manual_seed(seed)
-    centres = torch.randn(2 * NUM_CLASSES, NUM_FEATURES, generator=torch.Generator().manual_seed(0)) * 1.5
-    cluster = torch.randint(0, 2 * NUM_CLASSES, (n,), generator=g)
-    x = centres[cluster] + torch.randn(n, NUM_FEATURES, generator=g)
-    return x, cluster % NUM_CLASSES
+def worker_init(wid: int) -> None:
+    wi = get_worker_info()
+    wi.dataset.rng.manual_seed(wi.seed)
 
 
-class JitteredPoints(Dataset):
-    """Feature vectors with optional Gaussian jitter drawn from the dataset's own generator."""
+def resolve_device(choice: str | None) -> torch.device:
+    device_name = choice or os.environ.get("KATA_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device_name)
 
+
+class PointDataset(Dataset):
     def __init__(self, x: torch.Tensor, y: torch.Tensor, jitter: float = 0.0):
         self.x, self.y, self.jitter = x, y, jitter
         self.rng = torch.Generator().manual_seed(0)
@@ -38,101 +30,103 @@ class JitteredPoints(Dataset):
         return len(self.y)
 
     def __getitem__(self, i: int):
-        x = self.x[i]
+        xb = self.x[i]
         if self.jitter:
-            x = x + self.jitter * torch.randn(x.shape, generator=self.rng)
-        return x, self.y[i]
+            xb = xb + self.jitter * torch.randn(xb.shape, generator=self.rng)
+        return xb, self.y[i]
 
 
-def seed_worker(worker_id: int) -> None:
-    """Give each worker, in each epoch, its own augmentation stream."""
-    info = get_worker_info()
-    info.dataset.rng.manual_seed(info.seed)
-
-
-class Classifier(nn.Module):
-    """A stem feeding two branches (deep and shortcut) that merge before the head."""
-
+class BranchNet(nn.Module):
     def __init__(self, width: int = 64):
         super().__init__()
-        self.stem = nn.Sequential(nn.Linear(NUM_FEATURES, width), nn.BatchNorm1d(width), nn.ReLU())
+        self.stem = nn.Sequential(nn.Linear(D_IN, width), nn.BatchNorm1d(width), nn.ReLU())
         self.deep = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, width))
         self.shortcut = nn.Linear(width, width)
-        self.head = nn.Linear(width, NUM_CLASSES)
+        self.head = nn.Linear(width, K)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.stem(x)
-        h = torch.relu(self.deep(h) + self.shortcut(h))
-        return self.head(h)
+        z = self.stem(x)
+        z = torch.relu(self.deep(z) + self.shortcut(z))
+        return self.head(z)
 
 
-def train_one_epoch(model, loader, criterion, optimizer, scheduler, device, max_grad_norm=0.1):
-    model.train()
-    total_loss, n_seen = 0.0, 0
-    for x, y in loader:
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            out = model(x)
-        loss = criterion(out.float(), y)
-        loss.backward()
-        optimizer.step()
-        nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-        scheduler.step()
-        total_loss += loss.item() * len(y)
-        n_seen += len(y)
-    return total_loss / n_seen
+def entry() -> None:
+    arg_parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    arg_parser.add_argument("--device", help="cpu or cuda (default: $KATA_DEVICE, else cuda if available)")
+    device = resolve_device(arg_parser.parse_args().device)
+    torch.manual_seed(0)
+    training_set = PointDataset(*synth_data(1024, random_seed=1), jitter=0.3)
+    val_ds = PointDataset(*synth_data(512, random_seed=2))
+    training_data = DataLoader(training_set, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
+                              worker_init_fn=worker_init, generator=torch.Generator().manual_seed(0))
+    valid_dl = DataLoader(val_ds, batch_size=128)
+    train_model(BranchNet(), training_data, valid_dl, device)
+
+
+def fit_epoch(network, batch_iter, objective, optim_, lr_schedule, dev, clip=0.1):
+    network.train()
+    loss_sum = 0.0
+    count = 0
+    for batch_x, targets in batch_iter:
+        batch_x = batch_x.to(dev, non_blocking=True)
+        targets = targets.to(dev, non_blocking=True)
+        optim_.zero_grad(set_to_none=True)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda"):
+            preds = network(batch_x)
+        cost = objective(preds.float(), targets)
+        cost.backward()
+        optim_.step()
+        nn.utils.clip_grad_norm_(network.parameters(), clip)
+        lr_schedule.step()
+        loss_sum += cost.item() * len(targets)
+        count += len(targets)
+    return loss_sum / count
+
+
+def synth_data(seen: int, random_seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(random_seed)
+    anchors = torch.randn(2 * K, D_IN, generator=torch.Generator().manual_seed(0)) * 1.5
+    component = torch.randint(0, 2 * K, (seen,), generator=gen)
+    inputs = anchors[component] + torch.randn(seen, D_IN, generator=gen)
+    return inputs, component % K
+
+
+def train_model(net, train_batches, val_batches, target_device, n_epochs=4, peak_lr=1e-2, save_path="best.pt"):
+    net.to(target_device)
+    loss_fn = nn.CrossEntropyLoss(label_smoothing=0.05)
+    updater = torch.optim.AdamW(net.parameters(), lr=peak_lr, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.OneCycleLR(updater, max_lr=peak_lr, total_steps=n_epochs * len(train_batches))
+    best_loss = math.inf
+    best_idx = None
+    for ep in range(n_epochs):
+        fit_loss = fit_epoch(net, train_batches, loss_fn, updater, sched, target_device)
+        va_loss, val_acc = score_model(net, val_batches, loss_fn, target_device)
+        print(f"epoch {ep}  train {fit_loss:.4f}  val {va_loss:.4f}  acc {val_acc:.3f}  lr {sched.get_last_lr()[0]:.2e}")
+        if va_loss < best_loss:
+            best_loss = va_loss
+            best_idx = ep
+            torch.save({"model": net.state_dict(), "optimizer": updater.state_dict(), "epoch": ep}, save_path)
+    if best_idx is not None:
+        net.load_state_dict(torch.load(save_path, weights_only=True)["model"])
+    return net
 
 
 @torch.no_grad()
-def evaluate(model, loader, criterion, device):
-    model.eval()
-    total_loss, correct, n = 0.0, 0, 0
-    for x, y in loader:
-        x, y = x.to(device), y.to(device)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            out = model(x)
-        total_loss += criterion(out.float(), y).item() * len(y)
-        correct += (out.argmax(1) == y).sum().item()
-        n += len(y)
-    return total_loss / n, correct / n
-
-
-def fit(model, train_loader, val_loader, device, epochs=4, lr=1e-2, checkpoint="best.pt"):
-    model.to(device)
-    criterion = nn.CrossEntropyLoss(label_smoothing=0.05)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=epochs * len(train_loader))
-    best_val, best_epoch = math.inf, None
-    for epoch in range(epochs):
-        train_loss = train_one_epoch(model, train_loader, criterion, optimizer, scheduler, device)
-        val_loss, acc = evaluate(model, val_loader, criterion, device)
-        print(f"epoch {epoch}  train {train_loss:.4f}  val {val_loss:.4f}  acc {acc:.3f}  lr {scheduler.get_last_lr()[0]:.2e}")
-        if val_loss < best_val:
-            best_val, best_epoch = val_loss, epoch
-            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}, checkpoint)
-    if best_epoch is not None:
-        model.load_state_dict(torch.load(checkpoint, weights_only=True)["model"])
-    return model
-
-
-def pick_device(requested: str | None) -> torch.device:
-    name = requested or os.environ.get("KATA_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", help="cpu or cuda (default: $KATA_DEVICE, else cuda if available)")
-    device = pick_device(parser.parse_args().device)
-    torch.manual_seed(0)
-    train_set = JitteredPoints(*make_data(1024, seed=1), jitter=0.3)
-    val_set = JitteredPoints(*make_data(512, seed=2))
-    train_loader = DataLoader(train_set, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
-                              worker_init_fn=seed_worker, generator=torch.Generator().manual_seed(0))
-    val_loader = DataLoader(val_set, batch_size=128)
-    fit(Classifier(), train_loader, val_loader, device)
+def score_model(learner, batches, loss_function, where):
+    learner.eval()
+    running_loss = 0.0
+    hits = 0
+    total = 0
+    for features, yb in batches:
+        features = features.to(where)
+        yb = yb.to(where)
+        with torch.autocast(where.type, dtype=torch.bfloat16, enabled=where.type == "cuda"):
+            outputs = learner(features)
+        running_loss += loss_function(outputs.float(), yb).item() * len(yb)
+        hits += (outputs.argmax(1) == yb).sum().item()
+        total += len(yb)
+    return running_loss / total, hits / total
 
 
 if __name__ == "__main__":
-    main()
+    entry()

@@ -1,6 +1,8 @@
 """The `kata` command: a group of subcommands, one module each in katas/commands/."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from katas import __version__
@@ -9,8 +11,10 @@ from katas.commands import check, interview, learner, new, watch
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
 @click.version_option(__version__, prog_name="kata")
+@click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path),
+              help="The kata folder (default: the nearest one here or above).")
 @click.pass_context
-def main(ctx: click.Context) -> None:
+def main(ctx: click.Context, folder: Path | None) -> None:
     """Practise debugging PyTorch training scripts.
 
     Run `kata` alone to see your katas and the next command to run.
@@ -28,7 +32,7 @@ def main(ctx: click.Context) -> None:
       eval "$(_KATA_COMPLETE=bash_source kata)"
     """
     if ctx.invoked_subcommand is None:
-        learner.show_status()
+        learner.show_status(folder)
 
 
 for command in (new.new, check.check, watch.watch, learner.list_katas, learner.hint, learner.explain,

@@ -1,12 +1,14 @@
-"""The learner's workspace: numbered kata files, written atomically, and their metadata.
+"""The learner's workspace: where the katas are, numbered kata files written atomically, and their metadata.
 
 ``kata new`` writes ``broken/NN.py`` and ``broken/.kata/NN.json``. The metadata
-says which bug was planted (encoded, so that a glance or a diff of the kata
-folder does not give it away) and how to regenerate the file.
+says how to regenerate the file; which bug was planted, and where, is sealed
+(XOR with a keystream from SHAKE-256), so that neither a glance, nor a diff of
+the kata folder, nor a base64 decoder gives it away: `kata solution --reveal` does.
 """
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import re
@@ -15,7 +17,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 META_DIR = ".kata"
+DEFAULT_DIR = Path("broken")
 NUMBERED = re.compile(r"^(\d+)\.py$")
+FORMAT = 2
+SEAL = b"torch-katas/answer-key/2\0"  # fixed context of the keystream; the nonce varies per kata
+SEALED = ("bug", "site")
 
 
 @dataclass(frozen=True)
@@ -25,6 +31,21 @@ class KataInfo:
     site: str
     reference: str  # a reference name ("classifier") or the path of the user's own script
     seed: int
+    plain: bool = False  # planted in the script's exact text; otherwise in its disguise (see `kata new --plain`)
+
+
+def find_workspace() -> Path | None:
+    """The kata folder nearest to the current folder, itself or above, found as git finds a repository.
+
+    A kata folder holds ``.kata/``; a folder holding ``broken/.kata/`` stands for its ``broken/``.
+    The answer is relative to the current folder (``broken``, ``../broken``, ``.``).
+    """
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        for candidate in (folder, folder / DEFAULT_DIR):
+            if (candidate / META_DIR).is_dir():
+                return Path(os.path.relpath(candidate, here))
+    return None
 
 
 def metadata_path(script: Path) -> Path:
@@ -32,11 +53,33 @@ def metadata_path(script: Path) -> Path:
 
 
 def read_metadata(script: Path) -> KataInfo | None:
+    """The kata's metadata, format 1 (base64; planted in plain text) or 2 (sealed); None if none can be read."""
     try:
         doc = json.loads(metadata_path(script).read_text())
-        return KataInfo(**json.loads(base64.b64decode(doc["kata"])))
+        if doc["format"] == 1:
+            return KataInfo(**json.loads(base64.b64decode(doc["kata"])), plain=True)
+        if doc["format"] == FORMAT:
+            nonce = bytes.fromhex(doc["nonce"])
+            sealed = json.loads(_xor(base64.b64decode(doc["sealed"]), nonce))
+            return KataInfo(doc["engine"], sealed["bug"], sealed["site"], doc["reference"], doc["seed"], doc["plain"])
     except (OSError, ValueError, KeyError, TypeError):
-        return None
+        pass
+    return None
+
+
+def write_metadata(script: Path, info: KataInfo) -> None:
+    """Seal bug and site with a nonce taken from the kata's text: different for each kata, and the same
+    whenever the same kata is written again, so that `kata new` stays reproducible byte for byte."""
+    nonce = hashlib.sha256(b"nonce\0" + script.read_bytes()).digest()[:16]
+    fields = asdict(info)
+    sealed = _xor(json.dumps({k: fields.pop(k) for k in SEALED}, sort_keys=True).encode(), nonce)
+    doc = {"format": FORMAT, **fields, "nonce": nonce.hex(), "sealed": base64.b64encode(sealed).decode()}
+    write_text_atomically(metadata_path(script), json.dumps(doc, indent=2) + "\n")
+
+
+def _xor(data: bytes, nonce: bytes) -> bytes:
+    """Seals and unseals alike."""
+    return bytes(a ^ b for a, b in zip(data, hashlib.shake_256(SEAL + nonce).digest(len(data))))
 
 
 def _temporary(folder: Path, text: str, prefix: str) -> str:
@@ -54,11 +97,6 @@ def write_text_atomically(path: Path, text: str) -> None:
     """Readers see the old file or the new one, never a half-written one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     os.replace(_temporary(path.parent, text, f".{path.name}."), path)
-
-
-def write_metadata(script: Path, info: KataInfo) -> None:
-    payload = base64.b64encode(json.dumps(asdict(info), sort_keys=True).encode()).decode()
-    write_text_atomically(metadata_path(script), json.dumps({"format": 1, "kata": payload}, indent=2) + "\n")
 
 
 def numbers(folder: Path) -> list[int]:

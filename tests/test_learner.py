@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,12 +23,20 @@ def kata(*args: str, input: str | None = None):
     return CliRunner().invoke(main, list(args), input=input, env={"NO_COLOR": "1"})
 
 
-@pytest.fixture
-def workspace(tmp_path, monkeypatch):
-    """A fresh folder with two katas: 01 (eval-mode) and 02 (leak), both on the classifier."""
-    monkeypatch.chdir(tmp_path)
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """Two katas, made once: 01 (eval-mode) and 02 (leak), both on the classifier."""
+    folder = tmp_path_factory.mktemp("made") / "broken"
     for bug in ("eval-mode", "leak"):
-        assert kata("new", "--bug", bug, "--seed", "1").exit_code == 0
+        assert kata("new", "--bug", bug, "--seed", "1", "--dir", str(folder)).exit_code == 0
+    return folder
+
+
+@pytest.fixture
+def workspace(made, tmp_path, monkeypatch):
+    """A fresh folder holding a copy of those katas in broken/, as the current folder."""
+    shutil.copytree(made, tmp_path / "broken")
+    monkeypatch.chdir(tmp_path)
     return tmp_path
 
 
@@ -97,7 +106,10 @@ def test_solution_is_locked_until_the_kata_passes_or_is_revealed(workspace):
     declined = kata("solution", "01", "--reveal", input="n\n")
     assert declined.exit_code == 1 and "model.eval()" not in declined.output
     shown = kata("solution", "01", "--reveal", input="y\n")
-    assert shown.exit_code == 0 and "+    model.eval()" in shown.output
+    changed = [line for line in shown.output.splitlines()
+               if line.startswith(("+", "-")) and not line.startswith(("+++", "---"))]
+    assert shown.exit_code == 0 and len(changed) == 1, shown.output  # against the disguised script: only the fix
+    assert changed[0].startswith("+") and changed[0].strip().endswith((".eval()", ".train(False)"))
     assert json.loads(state_path(workspace / "broken").read_text())["katas"]["01"]["revealed"] is True
 
 
@@ -142,7 +154,7 @@ def test_watch_rechecks_on_every_save_and_stops_on_ctrl_c(workspace):
         raise AssertionError("".join(lines[-20:]))
 
     until("watching for changes")
-    assert any("graphs-retained" in line and "FAIL" in line for line in lines)
+    assert any("injected bug: still present" in line for line in lines) and any("FAIL" in line for line in lines)
     script.write_text((REFERENCES / "classifier.py").read_text())
     until("watching for changes")
     assert any("injected bug: fixed" in line for line in lines)

@@ -1,17 +1,24 @@
 """`kata new` and `kata bugs`: what is written, where, never over a learner's work, and without torch."""
 from __future__ import annotations
 
+import ast
+import base64
+import difflib
+import io
 import json
 import subprocess
 import sys
+import tokenize
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
 
 from click.testing import CliRunner
 from conftest import REFERENCES, ROOT, check, failed_probes
 
 from katas.bugs import BUGS
 from katas.cli import main
-from katas.engine.inject import inject
+from katas.commands.new import regenerate
+from katas.interview.names import DESCRIPTIONS
 from katas.workspace import metadata_path, read_metadata
 
 SHIPPED = ROOT / "broken"
@@ -20,6 +27,22 @@ SAMPLES = ROOT / "tests" / "engine_samples"
 
 def kata(*args: str):
     return CliRunner().invoke(main, list(args))
+
+
+def comments(source: str) -> list[str]:
+    return [t.string for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type == tokenize.COMMENT]
+
+
+def docstrings(source: str) -> list[str]:
+    nodes = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return [doc for node in ast.walk(ast.parse(source)) if isinstance(node, nodes) and (doc := ast.get_docstring(node))]
+
+
+def completions(line: str) -> list[str]:
+    """What the shell would offer for the last word of ``line`` (bash)."""
+    env = {"_KATA_COMPLETE": "bash_complete", "COMP_WORDS": line, "COMP_CWORD": str(len(line.split()) - 1)}
+    result = CliRunner().invoke(main, [], prog_name="kata", env=env)
+    return [row.split(",", 1)[1] for row in result.output.splitlines()]
 
 
 def test_new_writes_the_next_number_and_says_what_you_would_observe(tmp_path):
@@ -54,6 +77,42 @@ def test_a_random_bug_is_not_revealed(tmp_path):
     assert bug.id not in metadata_path(tmp_path / "01.py").read_text()
 
 
+def test_a_kata_is_disguised_so_nothing_gives_the_bug_away_unless_plain(tmp_path):
+    reference = (REFERENCES / "binary.py").read_text()
+    assert kata("new", "--bug", "log0", "--seed", "1", "--dir", str(tmp_path)).exit_code == 0
+    text = (tmp_path / "01.py").read_text()
+    assert len(docstrings(reference)) > 3 and docstrings(text)[0] in DESCRIPTIONS["binary"] and len(docstrings(text)) == 1
+    assert "log(0)" in reference and "log(0)" not in text
+    changed = [line for line in difflib.unified_diff(reference.splitlines(), text.splitlines(), n=0, lineterm="")
+               if line.startswith(("+", "-"))]
+    assert len(changed) > 50  # renamed, reordered: a diff points at everything, not at the bug
+    assert kata("new", "--bug", "log0", "--seed", "1", "--plain", "--dir", str(tmp_path)).exit_code == 0
+    assert docstrings((tmp_path / "02.py").read_text()) == docstrings(reference)
+    assert read_metadata(tmp_path / "02.py").plain and not read_metadata(tmp_path / "01.py").plain
+    assert "comments and docstrings included" in " ".join(kata("new", "--help").output.split())
+
+
+def test_the_answer_key_is_sealed_and_format_1_still_reads(tmp_path):
+    assert kata("new", "--bug", "leak", "--seed", "1", "--plain", "--dir", str(tmp_path)).exit_code == 0
+    path = tmp_path / "01.py"
+    doc = json.loads(metadata_path(path).read_text())
+    assert doc["format"] == 2 and doc["reference"] == "classifier" and doc["seed"] == 1 and doc["plain"] is True
+    assert "bug" not in doc and "site" not in doc and b"leak" not in base64.b64decode(doc["sealed"])
+    info = read_metadata(path)
+    assert info.bug == "leak" and info.site.startswith("leak:")
+    old = {k: v for k, v in asdict(info).items() if k != "plain"}  # before format 2, every kata was plain
+    metadata_path(path).write_text(json.dumps({"format": 1, "kata": base64.b64encode(json.dumps(old).encode()).decode()}))
+    assert read_metadata(path) == info
+    original = path.read_text()
+    path.write_text("my attempt\n")
+    assert kata("reset", str(path), "--yes").exit_code == 0 and path.read_text() == original
+
+
+def test_bug_and_reference_options_complete_in_the_shell():
+    assert completions("kata new --bug tr") == ["train-mode"]
+    assert completions("kata new --ref b") == ["binary"]
+
+
 def test_an_existing_file_is_never_overwritten_without_force(tmp_path):
     (tmp_path / "01.py").write_text("my work\n")
     refused = kata("new", "--bug", "leak", "--number", "1", "--dir", str(tmp_path))
@@ -80,12 +139,33 @@ def test_a_bug_that_does_not_apply_exits_2_and_says_why(tmp_path):
     assert "`scheduler` does not apply to binary.py: it has no learning-rate scheduler" in result.output
 
 
+def test_when_no_bug_fits_your_script_each_bug_says_what_it_lacks(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import torch\n\nprint(torch.ones(2).sum())\n")
+    result = kata("new", "--from", str(script), "--dir", str(tmp_path / "out"))
+    assert result.exit_code == 2 and "no bug applies to train.py:" in result.output
+    lines = result.output.splitlines()
+    for bug in BUGS.values():
+        assert any(line.split() == [bug.id, *bug.operator.no_site.split()] for line in lines), bug.id
+    assert not (tmp_path / "out").exists()
+
+
 def test_from_plants_a_bug_in_the_users_own_script(tmp_path):
     script = ROOT / "tests" / "fixtures" / "general__trainer_class.py"
-    result = kata("new", "--from", str(script), "--bug", "eval-mode", "--dir", str(tmp_path))
+    result = kata("new", "--from", str(script), "--bug", "eval-mode", "--plain", "--dir", str(tmp_path))
     assert result.exit_code == 0, result.output
     assert "self.net.eval()" in script.read_text() and "self.net.eval()" not in (tmp_path / "01.py").read_text()
+    assert comments((tmp_path / "01.py").read_text()) == comments(script.read_text())
     assert read_metadata(tmp_path / "01.py").reference == str(script)
+
+
+def test_from_keeps_your_text_where_the_disguise_hides_the_bugs_site(tmp_path):
+    """The fixture's epsilon is known by its name, EPS, which the disguise renames."""
+    script = ROOT / "tests" / "fixtures" / "non_finite__fix_eps.py"
+    result = kata("new", "--from", str(script), "--bug", "log0", "--seed", "1", "--no-verify", "--dir", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert "Kept non_finite__fix_eps.py's own text: disguising it hid where the bug goes." in result.output
+    assert read_metadata(tmp_path / "01.py").plain
 
 
 def test_from_a_file_that_is_not_python_is_a_clear_error(tmp_path):
@@ -105,7 +185,7 @@ def test_new_never_imports_torch(tmp_path):
 
 
 def test_concurrent_new_calls_get_distinct_numbers(tmp_path):
-    command = [sys.executable, "-m", "katas", "new", "--seed", "1", "--bug", "leak", "--dir", str(tmp_path)]
+    command = [sys.executable, "-m", "katas", "new", "--seed", "1", "--bug", "leak", "--plain", "--dir", str(tmp_path)]
     with ThreadPoolExecutor(max_workers=20) as pool:
         results = list(pool.map(lambda _: subprocess.run(command, capture_output=True, timeout=120), range(20)))
     assert [r.returncode for r in results] == [0] * 20
@@ -124,14 +204,15 @@ def test_bugs_lists_the_catalogue_with_the_references_each_applies_to():
 
 
 def test_shipped_examples_regenerate_byte_identically():
+    """Through what `kata reset` uses; each is disguised (with its own seed, so two katas' diff shows neither bug)."""
     katas = sorted(SHIPPED.glob("*.py"))
     assert len(katas) == len(BUGS)
-    assert {read_metadata(p).bug for p in katas} == set(BUGS)
-    for path in katas:
-        info = read_metadata(path)
-        source = (REFERENCES / f"{info.reference}.py").read_text()
-        mutation = inject(BUGS[info.bug], source, info.seed)
-        assert (mutation.source, mutation.site) == (path.read_text(), info.site)
+    infos = [read_metadata(p) for p in katas]
+    assert {info.bug for info in infos} == set(BUGS)
+    assert len({info.seed for info in infos}) == len(katas) and not any(info.plain for info in infos)
+    for path, info in zip(katas, infos):
+        correct, broken = regenerate(info)
+        assert broken == path.read_text() and correct != (REFERENCES / f"{info.reference}.py").read_text()
 
 
 def test_check_reports_the_injected_bug(tmp_path):
@@ -154,11 +235,17 @@ def test_from_refuses_a_bug_whose_symptom_the_check_cannot_see(tmp_path):
     assert not list(tmp_path.iterdir()) and sorted(SAMPLES.iterdir()) == before
     unchecked = kata("new", "--from", str(script), "--bug", "clip-order", "--no-verify", "--dir", str(tmp_path))
     assert unchecked.exit_code == 0 and "may not show its bug" in unchecked.output
+    assert docstrings((tmp_path / "01.py").read_text()) == ["A PyTorch training script."]
 
 
 def test_from_writes_a_kata_whose_bug_the_check_sees(tmp_path):
-    result = kata("new", "--from", str(SAMPLES / "small_trainer.py"), "--bug", "zero-grad", "--seed", "0",
-                  "--dir", str(tmp_path))
+    """This script reads a variable by its name, which the disguise changes: the kata keeps the script's text."""
+    script = tmp_path / "small_trainer.py"
+    script.write_text((SAMPLES / "small_trainer.py").read_text().replace(
+        "\nfor epoch", '\nprint(type(globals()["model"]).__name__)\n\nfor epoch'))
+    result = kata("new", "--from", str(script), "--bug", "zero-grad", "--seed", "0", "--dir", str(tmp_path / "out"))
     assert result.exit_code == 0, result.output
+    assert "Kept small_trainer.py's own text: disguising it changed what it does." in result.output
     assert "(site 1 of 1)" in result.output and "Verified" in result.output
-    assert "grads-accumulate" in failed_probes(check(tmp_path / "01.py"))
+    assert read_metadata(tmp_path / "out" / "01.py").plain
+    assert "grads-accumulate" in failed_probes(check(tmp_path / "out" / "01.py"))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-REFERENCE_DIR = Path(__file__).resolve().parent.parent.parent / "reference"
+REFERENCE_DIR = Path(__file__).resolve().parent.parent / "references"  # package data; `reference/` in the repository
 DEFAULT_REFERENCE = "classifier"  # the canonical loop; every bug but log0 applies to it
 
 class KataError(click.ClickException):

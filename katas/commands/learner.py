@@ -10,14 +10,18 @@ import click
 
 from katas.commands.common import KataError, reference_source
 from katas.state import PASSED, PENDING, Progress, load, updating
-from katas.workspace import KataInfo, numbers, read_metadata, replace_with_backup
+from katas.workspace import KataInfo, find_workspace, metadata_path, numbers, read_metadata, replace_with_backup
 
-KATA_DIR = Path("broken")
+
+def kata_dir(folder: Path | None) -> Path | None:
+    """The kata folder: ``folder`` when given, else the nearest one here or above (None if there is none)."""
+    return folder if folder is not None else find_workspace()
 
 
 def complete_kata(ctx, param, incomplete: str):
-    """Shell completion: kata numbers in the default folder."""
-    return [f"{n:02d}" for n in numbers(KATA_DIR) if f"{n:02d}".startswith(incomplete)]
+    """Shell completion: kata numbers in the kata folder (--dir, or the one found from here)."""
+    folder = kata_dir(ctx.params.get("folder") if ctx else None)
+    return [f"{n:02d}" for n in numbers(folder) if f"{n:02d}".startswith(incomplete)] if folder else []
 
 
 def complete_bug(ctx, param, incomplete: str):
@@ -27,72 +31,103 @@ def complete_bug(ctx, param, incomplete: str):
 
 
 KATA_ARGUMENT = click.argument("kata", metavar="KATA", shell_complete=complete_kata)
+DIR_OPTION = click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path),
+                          help="The kata folder (default: the nearest one here or above holding .kata/ or broken/.kata/).")
 
 
-def kata_path(kata: str) -> Path:
-    """``03`` means broken/03.py; anything else is a path."""
-    return KATA_DIR / f"{int(kata):02d}.py" if kata.isdigit() else Path(kata)
+def kata_path(kata: str, folder: Path | None) -> Path:
+    """``03`` means NN.py in the kata folder; anything else is a path."""
+    if not kata.isdigit():
+        return Path(kata)
+    found = kata_dir(folder)
+    if found is None:
+        raise KataError("no kata folder here or above (none holds broken/.kata/); make a kata with `kata new`, "
+                        "or name the folder with --dir")
+    return found / f"{int(kata):02d}.py"
 
 
-def resolve(kata: str) -> tuple[Path, KataInfo]:
+def resolve(kata: str, folder: Path | None) -> tuple[Path, KataInfo]:
     """A kata file and its metadata; a clear error otherwise."""
-    path = kata_path(kata)
+    from katas.bugs import BUGS
+
+    path = kata_path(kata, folder)
     if not path.is_file():
         raise KataError(f"no kata {path}; `kata list` shows the katas you have")
     info = read_metadata(path)
+    if info is None and metadata_path(path).is_file():
+        raise KataError(f"cannot read {metadata_path(path)} (damaged, or written by another version of torch-katas)")
     if info is None:
         raise KataError(f"{path} was not made by `kata new` (no metadata in {path.parent / '.kata'})")
+    if info.bug not in BUGS:
+        raise KataError(f"{path} was made by another version of torch-katas, with a bug this one does not know; "
+                        "make a new kata with `kata new`")
     return path, info
 
 
-def next_command(katas: list[tuple[Path, Progress]]) -> str:
+def dir_flag(folder: Path) -> str:
+    """`` --dir FOLDER`` when commands run from here would not find ``folder`` by themselves; else nothing."""
+    found = find_workspace()
+    return "" if found is not None and found.resolve() == folder.resolve() else f" --dir {shlex.quote(str(folder))}"
+
+
+def next_command(katas: list[tuple[Path, Progress]], folder: Path | None) -> str:
     """The command to run next: the kata in progress (failing) first, then the first one not started."""
+    flag = dir_flag(folder) if folder else ""
     todo = sorted(((path, p) for path, p in katas if p.status != PASSED), key=lambda k: k[1].status == PENDING)
     if not katas:
-        return "No katas yet. Start with: kata new"
+        return f"No katas yet. Start with: kata new{flag}"
     if not todo:
-        return "Every kata passes. Make a new one: kata new"
+        return f"Every kata passes. Make a new one: kata new{flag}"
     path, progress = todo[0]
-    stuck = f"   (stuck? kata hint {path.stem})" if progress.status != PENDING else ""
+    stuck = f"   (stuck? kata hint {path.stem}{flag})" if progress.status != PENDING else ""
     return f"Next: fix {path}, then run: kata check {shlex.quote(str(path))}{stuck}"
 
 
-def workspace() -> list[tuple[Path, Progress]]:
-    progress = load(KATA_DIR)
-    return [(KATA_DIR / f"{n:02d}.py", progress.get(f"{n:02d}", Progress())) for n in numbers(KATA_DIR)]
+def katas_in(folder: Path | None) -> list[tuple[Path, Progress]]:
+    if folder is None:
+        return []
+    progress = load(folder)
+    return [(folder / f"{n:02d}.py", progress.get(f"{n:02d}", Progress())) for n in numbers(folder)]
 
 
-def show_status() -> None:
-    """`kata` with no command: where you are and what to run next."""
+def show_status(folder: Path | None = None) -> None:
+    """`kata` with no command: where you are and what to run next. Reads only; creates nothing."""
     from katas.render import make_console
 
     console = make_console()
-    katas = workspace()
+    folder = kata_dir(folder)
+    katas = katas_in(folder)
     passed = sum(p.status == PASSED for _, p in katas)
     if katas:
-        console.print(f"[bold]{KATA_DIR}/[/]: {len(katas)} katas, {passed} passed, {len(katas) - passed} to go")
-    console.print(next_command(katas))
+        console.print(f"[bold]{folder}/[/]: {len(katas)} katas, {passed} passed, {len(katas) - passed} to go")
+    console.print(next_command(katas, folder))
 
 
 @click.command("list")
 @click.option("--pending", is_flag=True, help="Only katas that do not pass yet.")
 @click.option("--done", is_flag=True, help="Only katas that pass.")
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
-def list_katas(pending: bool, done: bool, as_json: bool) -> None:
-    """List the katas in broken/ with their status and the hints used.
+@DIR_OPTION
+def list_katas(pending: bool, done: bool, as_json: bool, folder: Path | None) -> None:
+    """List the katas (in broken/, or --dir) with their status and the hints used.
 
-    A kata's bug is named only once the kata passes.
+    A kata's bug is named only once the kata passes. `+diagnosis` marks a kata
+    whose causes `kata check --diagnose` named before it passed (it counts like a hint).
     """
     from katas.bugs import BUGS
 
+    if pending and done:
+        raise click.UsageError("--pending and --done exclude each other; without either, every kata is listed")
+    folder = kata_dir(folder)
+    katas = katas_in(folder)
     rows = []
-    for path, progress in workspace():
+    for path, progress in katas:
         if (pending and progress.status == PASSED) or (done and progress.status != PASSED):
             continue
         info = read_metadata(path)
         bug = BUGS[info.bug].title if info and progress.status == PASSED and info.bug in BUGS else None
         rows.append({"kata": path.stem, "path": str(path), "status": progress.status, "hints": progress.hints,
-                     "bug": bug})
+                     "diagnosed": progress.diagnosed, "bug": bug})
     if as_json:
         click.echo(json.dumps({"schema": "torch-katas/list/1", "katas": rows}, indent=2))
         return
@@ -105,33 +140,35 @@ def list_katas(pending: bool, done: bool, as_json: bool) -> None:
         table.add_column(column)
     for row in rows:
         style = "green" if row["status"] == PASSED else "red" if row["status"] != PENDING else ""
-        table.add_row(row["kata"], f"[{style}]{row['status']}[/]" if style else row["status"], f"{row['hints']}/3",
-                      row["bug"] or "?")
+        hints = f"{row['hints']}/3" + (" +diagnosis" if row["diagnosed"] else "")
+        table.add_row(row["kata"], f"[{style}]{row['status']}[/]" if style else row["status"], hints, row["bug"] or "?")
     console = make_console()
     console.print(table if rows else "No katas here.")
-    console.print(next_command(workspace()))
+    console.print(next_command(katas, folder))
 
 
 @click.command()
 @KATA_ARGUMENT
 @click.option("--all", "show_all", is_flag=True, help="All three hints (once the kata passes).")
-def hint(kata: str, show_all: bool) -> None:
+@DIR_OPTION
+def hint(kata: str, show_all: bool, folder: Path | None) -> None:
     """Reveal the next of the kata's three graded hints (KATA: 03, or a path)."""
     from katas.bugs import BUGS
 
-    path, info = resolve(kata)
+    path, info = resolve(kata, folder)
+    named = path.stem + dir_flag(path.parent)
     hints = BUGS[info.bug].hints
     with updating(path.parent) as progress:
         entry = progress.setdefault(path.stem, Progress())
         if show_all and entry.status != PASSED:
-            raise KataError(f"--all opens once the kata passes; `kata hint {path.stem}` shows the next hint")
+            raise KataError(f"--all opens once the kata passes; `kata hint {named}` shows the next hint")
         shown = len(hints) if show_all else min(entry.hints + 1, len(hints))
         fresh = shown > entry.hints
         entry.hints = max(entry.hints, shown)
     for n in range(1 if show_all else shown, shown + 1):
         click.echo(f"Hint {n} of {len(hints)}: {hints[n - 1]}")
     if not fresh and not show_all:
-        click.echo(f"That was the last hint. Still stuck? kata solution {path.stem} --reveal")
+        click.echo(f"That was the last hint. Still stuck? kata solution {named} --reveal")
 
 
 @click.command()
@@ -180,26 +217,30 @@ def explain(bug_id: str) -> None:
 @KATA_ARGUMENT
 @click.option("--reveal", is_flag=True, help="Show it before the kata passes (asks first).")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-def solution(kata: str, reveal: bool, yes: bool) -> None:
+@DIR_OPTION
+def solution(kata: str, reveal: bool, yes: bool, folder: Path | None) -> None:
     """Show what separates your file from the correct script, as a diff.
 
-    Shown freely once the kata passes; before that, only with --reveal.
+    Shown freely once the kata passes; before that, only with --reveal. The
+    correct script is the one the kata was made from, disguised the same way.
     """
     from rich.syntax import Syntax
 
+    from katas.commands.new import starting_text
     from katas.render import make_console
 
-    path, info = resolve(kata)
+    path, info = resolve(kata, folder)
     entry = load(path.parent).get(path.stem, Progress())
     if entry.status != PASSED:
         if not reveal:
             raise KataError(f"the solution opens once {path} passes `kata check`; "
-                            f"to see it now: kata solution {path.stem} --reveal")
+                            f"to see it now: kata solution {path.stem}{dir_flag(path.parent)} --reveal")
         if not yes and not click.confirm(f"Reveal the solution of {path} before it passes?", default=False):
             raise click.Abort()
         with updating(path.parent) as progress:
             progress.setdefault(path.stem, Progress()).revealed = True
-    diff = "\n".join(difflib.unified_diff(path.read_text().splitlines(), reference_source(info).splitlines(),
+    correct = starting_text(reference_source(info), info.reference, info.seed, info.plain)
+    diff = "\n".join(difflib.unified_diff(path.read_text().splitlines(), correct.splitlines(),
                                           str(path), f"{info.reference} (correct)", lineterm=""))
     make_console().print(Syntax(diff or "(no difference: your file is the correct script)", "diff"))
 
@@ -207,13 +248,21 @@ def solution(kata: str, reveal: bool, yes: bool) -> None:
 @click.command()
 @KATA_ARGUMENT
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-def reset(kata: str, yes: bool) -> None:
+@DIR_OPTION
+def reset(kata: str, yes: bool, folder: Path | None) -> None:
     """Restore a kata to how `kata new` wrote it; your version is kept as a backup."""
-    from katas.bugs import BUGS
-    from katas.engine.inject import inject
+    from katas.commands.new import regenerate
+    from katas.engine.inject import ENGINE_VERSION, NoSite
 
-    path, info = resolve(kata)
-    original = inject(BUGS[info.bug], reference_source(info), info.seed, site=info.site).source
+    path, info = resolve(kata, folder)
+    stale = KataError(f"{path} was made by another version of torch-katas (engine {info.engine}; this one is "
+                      f"{ENGINE_VERSION}), which this one cannot rewrite as it was; make a new kata with `kata new`")
+    if info.engine != ENGINE_VERSION:
+        raise stale
+    try:
+        original = regenerate(info)[1]
+    except NoSite:
+        raise stale from None
     if path.read_text() == original:
         click.echo(f"{path} is already as it was written; nothing to reset.")
         return

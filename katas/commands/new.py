@@ -7,40 +7,69 @@ import secrets
 import shlex
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
 
 import click
 
-from katas.commands.common import KataError, limits_of, observe, pick_reference, references, run_options
+from katas.commands.common import (
+    KataError,
+    limits_of,
+    observe,
+    pick_reference,
+    reference_source,
+    references,
+    run_options,
+)
+from katas.commands.learner import complete_bug, dir_flag
+
+if TYPE_CHECKING:
+    from checker.verdict import Report
+    from katas.catalogue import Bug
+    from katas.engine.context import Context
+    from katas.workspace import KataInfo
+
+NEUTRAL = "A PyTorch training script."  # the docstring of your own script, disguised
+
+
+def complete_reference(ctx, param, incomplete: str) -> list[str]:
+    return [name for name in references() if name.startswith(incomplete)]
 
 
 @click.command()
-@click.option("--bug", "bug_id", metavar="ID", help="The bug to plant (see `kata bugs`). Default: a random one, kept secret.")
-@click.option("--ref", "ref", metavar="NAME", help="Reference script to start from (see `kata bugs`).")
+@click.option("--bug", "bug_id", metavar="ID", shell_complete=complete_bug,
+              help="The bug to plant (see `kata bugs`). Default: a random one, kept secret.")
+@click.option("--ref", "ref", metavar="NAME", shell_complete=complete_reference,
+              help="Reference script to start from (see `kata bugs`).")
 @click.option("--from", "source_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Plant the bug in your own training script instead.")
+@click.option("--plain", is_flag=True,
+              help="Keep the script's exact text, comments and docstrings included (for teaching). By default it is "
+                   "disguised: renamed, reordered, without its comments, so that a diff against it points nowhere.")
 @click.option("--seed", type=int, help="Makes the choice of bug and site reproducible (default: random, recorded).")
-@click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path), default=Path("broken"),
-              show_default=True, help="Where katas are written.")
+@click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path),
+              help="Where katas are written (default: the kata folder here or above, as `kata` finds it; else broken/).")
 @click.option("--number", type=click.IntRange(min=1), help="Write DIR/NN.py instead of the next free number.")
 @click.option("--force", is_flag=True, help="With --number: replace an existing file, keeping a backup in DIR/.kata/backup.")
 @click.option("--no-verify", is_flag=True,
               help="With --from: do not run your script under `kata check` to make sure the planted bug shows "
                    "(faster, but the kata may then not show its bug).")
 @run_options
-def new(bug_id: str | None, ref: str | None, source_path: Path | None, seed: int | None, folder: Path,
-        number: int | None, force: bool, no_verify: bool, device: str, timeout: float, idle: float,
-        memory: float | None) -> None:
+def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bool, seed: int | None,
+        folder: Path | None, number: int | None, force: bool, no_verify: bool, device: str, timeout: float,
+        idle: float, memory: float | None) -> None:
     """Plant a known bug in a correct training script and write it as DIR/NN.py.
 
-    The bug is planted by a structure-aware rewrite (libcst), at a place found by
-    what the code does, not by line numbers. You are told what you would observe
-    when the script runs, never what is wrong, and the command that checks your fix.
+    The script is first disguised (unless --plain), then the bug is planted by a
+    structure-aware rewrite (libcst), at a place found by what the code does, not
+    by line numbers. You are told what you would observe when the script runs,
+    never what is wrong, and the command that checks your fix.
 
-    With --from, your script is first run under `kata check` as it is, then with
-    the bug planted (in a temporary copy) until a place is found where the check
-    sees the bug's symptom; --device, --timeout, --idle and --memory apply to
-    these runs. Your script is never modified.
+    With --from, your script is first run under `kata check` (disguised, and as
+    it is if that differs), then with the bug planted (in a temporary copy) until
+    a place is found where the check sees the bug's symptom; --device, --timeout,
+    --idle and --memory apply to these runs. Your script is never modified.
 
     \b
     Examples:
@@ -49,16 +78,14 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, seed: int
       kata new --from train.py         plant a random bug in your own script
       kata new --bug detach --seed 3   the same kata every time
     """
-    import libcst as cst
-
     from katas.bugs import BUGS, lookup
     from katas.catalogue import UnknownBug
-    from katas.engine.context import Context
-    from katas.engine.inject import ENGINE_VERSION, inject, sites
-    from katas.workspace import KataInfo, create_numbered, replace_with_backup, write_metadata
+    from katas.engine.inject import ENGINE_VERSION, inject
+    from katas.workspace import DEFAULT_DIR, KataInfo, create_numbered, find_workspace, replace_with_backup, write_metadata
 
     if ref and source_path:
         raise KataError("use either --ref or --from, not both")
+    folder = folder or find_workspace() or DEFAULT_DIR
     if number is not None and (folder / f"{number:02d}.py").exists() and not force:
         raise KataError(f"{folder / f'{number:02d}.py'} exists; add --force to replace it (a backup is kept)")
     seed = secrets.randbelow(1_000_000) if seed is None else seed
@@ -67,43 +94,32 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, seed: int
     except UnknownBug as exc:
         raise KataError(str(exc)) from None
     if source_path:
-        candidates = [(source_path, str(source_path))]
+        scripts = [(source_path, str(source_path.resolve()))]  # recorded absolute: reset works from any folder
     else:
-        paths = [pick_reference(ref)] if ref else list(references().values())
-        candidates = [(p, p.stem) for p in paths]
-
-    options = []  # every (bug, script) pairing that has a site, in a fixed order
-    for path, label in candidates:
-        try:
-            ctx = Context(path.read_text())
-        except (cst.ParserSyntaxError, UnicodeDecodeError) as exc:
-            raise KataError(f"cannot read {path} as Python: {exc}") from None
-        options += [(bug, path, label, ctx) for bug in bugs if sites(bug, ctx)]
-    if not options:
-        if len(bugs) == 1 and len(candidates) == 1:
-            raise KataError(f"`{bugs[0].id}` does not apply to {candidates[0][0].name}: {bugs[0].operator.no_site}")
-        raise KataError("none of the requested bugs applies to the requested script")
-    order = seeded_order(options, seed)
-    bug, path, label, ctx = options[0] if bug_id and not source_path and not ref else order[0]
+        scripts = [(p, p.stem) for p in ([pick_reference(ref)] if ref else references().values())]
+    options = applicable(bugs, scripts, seed)
+    order = [next(options)] if bug_id and not source_path and not ref else seeded_order(list(options), seed)
+    bug, start = first_fit(order, seed, plain)
     if source_path and not no_verify:
-        bug, mutation = plant_verified([(b, c) for b, _, _, c in order], path, seed, not bug_id, device,
-                                       limits_of(timeout, idle, memory))
+        limits = limits_of(timeout, idle, memory)
+        start, baseline = settled(start, seed, device, limits)
+        bug, mutation = plant_verified([b for b, _ in order], start, baseline, seed, not bug_id, device, limits)
     else:
-        mutation = inject(bug, ctx, seed, path.name)
+        mutation = inject(bug, start.ctx, seed, start.path.name)
     if number is None:
         target = create_numbered(folder, mutation.source)
         backup = None
     else:
         target = folder / f"{number:02d}.py"
         backup = replace_with_backup(target, mutation.source)
-    write_metadata(target, KataInfo(ENGINE_VERSION, bug.id, mutation.site, label, seed))
+    write_metadata(target, KataInfo(ENGINE_VERSION, bug.id, mutation.site, start.label, seed, start.plain))
 
     from rich.padding import Padding
 
     from katas.render import make_console
 
     console = make_console()
-    origin = str(source_path) if source_path else f"the {label} reference"
+    origin = str(source_path) if source_path else f"the {start.label} reference"
     console.print(f"Wrote [bold]{target}[/] from {origin} (seed {seed})" + (f", bug [bold]{bug.id}[/]" if bug_id else ""))
     if backup:
         console.print(f"The previous {target.name} is saved as {backup}.")
@@ -116,9 +132,98 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, seed: int
     console.print(Padding(bug.observe, (0, 0, 1, 2), expand=False))
     console.print(f"Find the cause and fix it in {target}, then check your fix:")
     console.print(Padding(f"[bold]kata check {shlex.quote(str(target))}[/]", (0, 0, 0, 2), expand=False))
-    if target.parent == Path("broken"):
-        console.print(f"(or re-check on every save: [bold]kata watch {target.stem}[/]; "
-                      f"stuck? [bold]kata hint {target.stem}[/])")
+    where = dir_flag(folder)
+    console.print(f"(or re-check on every save: [bold]kata watch {target.stem}{where}[/]; "
+                  f"stuck? [bold]kata hint {target.stem}{where}[/])")
+
+
+@dataclass(frozen=True)
+class Start:
+    """A correct script as a bug is planted into it: disguised with the seed, unless ``plain``."""
+
+    path: Path
+    label: str  # what the kata records as its reference: a reference's name, or the path of your script
+    text: str
+    plain: bool
+    ctx: Context
+
+
+def starting_text(source: str, label: str, seed: int, plain: bool) -> str:
+    """The correct script a bug is planted into: ``source`` disguised with the seed, or as it is when ``plain``.
+
+    The disguise renames, reorders and rewrites without changing what the script does, drops every comment
+    and docstring, and gives it a neutral docstring, so that neither a diff nor a comment points at the bug.
+    """
+    if plain:
+        return source
+    from katas.interview.disguise import disguise
+    from katas.interview.names import DESCRIPTIONS
+
+    description = random.Random(f"kata:{seed}").choice(DESCRIPTIONS.get(label, (NEUTRAL,)))
+    return disguise(source, seed, description)
+
+
+def read_start(path: Path, label: str, seed: int, plain: bool) -> Start:
+    import libcst as cst
+
+    from katas.engine.context import Context
+
+    try:
+        text = starting_text(path.read_text(), label, seed, plain)
+        return Start(path, label, text, plain, Context(text))
+    except (cst.ParserSyntaxError, UnicodeDecodeError) as exc:
+        raise KataError(f"cannot read {path} as Python: {exc}") from None
+
+
+def regenerate(info: KataInfo) -> tuple[str, str]:
+    """(the correct script, the kata as `kata new` wrote it), from a kata's metadata."""
+    from katas.bugs import BUGS
+    from katas.engine.inject import inject
+
+    correct = starting_text(reference_source(info), info.reference, info.seed, info.plain)
+    return correct, inject(BUGS[info.bug], correct, info.seed, site=info.site).source
+
+
+def applicable(bugs: list[Bug], scripts: list[tuple[Path, str]], seed: int) -> Iterator[tuple[Bug, Start]]:
+    """Each (bug, script as written) where the bug has a site, in a fixed order, reading scripts only as
+    they are needed; when there is none, an error that says for each bug what the scripts lack."""
+    from katas.engine.inject import sites
+
+    found = False
+    for path, label in scripts:
+        written = read_start(path, label, seed, plain=True)
+        for bug in bugs:
+            if sites(bug, written.ctx):
+                found = True
+                yield bug, written
+    if found:
+        return
+    where = " or ".join(path.name for path, _ in scripts)
+    if len(bugs) == 1:
+        raise KataError(f"`{bugs[0].id}` does not apply to {where}: {bugs[0].operator.no_site}")
+    width = max(len(b.id) for b in bugs)
+    raise KataError(f"no bug applies to {where}:\n" + "\n".join(f"  {b.id:<{width}}  {b.operator.no_site}" for b in bugs))
+
+
+def first_fit(order: list[tuple[Bug, Start]], seed: int, plain: bool) -> tuple[Bug, Start]:
+    """The first (bug, script) of ``order`` whose bug has a site in the script as it is planted into.
+
+    Only your own script can lose every site to its disguise (a role found by a conventional name that the
+    disguise renamed): then the bug goes into its own text, and `kata new` says so.
+    """
+    from katas.engine.inject import sites
+
+    if plain:
+        return order[0]
+    disguised: dict[Path, Start] = {}
+    for bug, written in order:
+        if written.path not in disguised:
+            disguised[written.path] = read_start(written.path, written.label, seed, plain=False)
+        if sites(bug, disguised[written.path].ctx):
+            return bug, disguised[written.path]
+    bug, written = order[0]
+    click.echo(f"Kept {written.path.name}'s own text: disguising it hid where the bug goes.", err=True)
+    return bug, written
 
 
 def seeded_order(options: list, seed: int) -> list:
@@ -130,33 +235,49 @@ def seeded_order(options: list, seed: int) -> list:
     return [first, *rest]
 
 
-def plant_verified(options: list, path: Path, seed: int, at_random: bool, device: str, limits):
-    """(bug, mutation) for the first bug of ``options`` (pairs of a bug and the script's Context), and the first of
-    its sites in the seed's order, where `kata check` sees the bug's symptom; planted in a temporary copy."""
+def settled(start: Start, seed: int, device: str, limits) -> tuple[Start, Report]:
+    """The script to plant into, and `kata check`'s report on it before any bug: the disguise, unless it
+    changed what the script does (then your script's own text, and `kata new` says so)."""
+    name = start.path.name
+    click.echo(f"Checking {name} as it is ...", err=True)
+    report = checked(start.path, device, limits) if start.plain else checked_text(start.text, name, device, limits)
+    if not start.plain and report.verdict != "pass":
+        original = checked(start.path, device, limits)
+        if original.verdict in ("pass", "fail") and symptoms(original) != symptoms(report):
+            click.echo(f"Kept {name}'s own text: disguising it changed what it does.", err=True)
+            return read_start(start.path, start.label, seed, plain=True), original
+        report = original
+    if report.verdict not in ("pass", "fail"):
+        raise KataError(f"kata check cannot run {name}: {report.problem}")
+    return start, report
+
+
+def symptoms(report: Report) -> tuple[str, set[str]]:
+    return report.verdict, {f.probe for f in report.findings if f.failed}
+
+
+def plant_verified(bugs: list[Bug], start: Start, baseline, seed: int, at_random: bool, device: str, limits):
+    """(bug, mutation) for the first of ``bugs`` with a site in ``start``, and the first of its sites in the seed's
+    order, where `kata check` sees the bug's symptom; planted in a temporary copy."""
     from katas.engine.inject import inject, ordered_sites
 
-    name = path.name
-    click.echo(f"Checking {name} as it is ...", err=True)
-    baseline = checked(path, device, limits)
-    if baseline.verdict not in ("pass", "fail"):
-        raise KataError(f"kata check cannot run {name}: {baseline.problem}")
+    name = start.path.name
     tried = []
-    for bug, ctx in options:
+    for bug in bugs:
+        sites = ordered_sites(bug, start.ctx, seed)
+        if not sites:
+            continue
         if bug.status(baseline.statuses()) == "still present":
             if not at_random:
                 raise KataError(f"{name} already shows the symptom of `{bug.id}` before any bug is planted "
                                 f"({symptom(bug, baseline)})")
             continue
-        sites = ordered_sites(bug, ctx, seed)
-        with tempfile.TemporaryDirectory(prefix="kata-new-") as scratch:
-            candidate = Path(scratch) / name
-            for i, site in enumerate(sites, 1):
-                click.echo(f"Checking that the bug shows when {name} runs (site {i} of {len(sites)}) ...", err=True)
-                mutation = inject(bug, ctx, seed, name, site.id)
-                candidate.write_text(mutation.source)
-                report = checked(candidate, device, limits)
-                if bug.status(report.statuses()) == "still present":
-                    return bug, mutation
+        for i, site in enumerate(sites, 1):
+            click.echo(f"Checking that the bug shows when {name} runs (site {i} of {len(sites)}) ...", err=True)
+            mutation = inject(bug, start.ctx, seed, name, site.id)
+            report = checked_text(mutation.source, name, device, limits)
+            if bug.status(report.statuses()) == "still present":
+                return bug, mutation
         if not at_random:
             plural = "s" if len(sites) > 1 else ""
             raise KataError(f"`{bug.id}` was planted at {len(sites)} site{plural} of {name} but kata check could not "
@@ -173,6 +294,14 @@ def checked(path: Path, device: str, limits):
         click.echo(f"Interrupted: {report.problem}", err=True)
         sys.exit(report.exit_code)
     return report
+
+
+def checked_text(text: str, name: str, device: str, limits):
+    """`kata check`'s report on ``text``, run as ``name`` from a temporary folder."""
+    with tempfile.TemporaryDirectory(prefix="kata-new-") as scratch:
+        copy = Path(scratch) / name
+        copy.write_text(text)
+        return checked(copy, device, limits)
 
 
 def symptom(bug, report) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from katas.commands.common import KataError, limits_of, run_options
-from katas.commands.learner import KATA_ARGUMENT, kata_path
+from katas.commands.learner import DIR_OPTION, KATA_ARGUMENT, kata_path
 
 READY = "watching for changes (Ctrl-C to stop)"
 
@@ -47,8 +47,10 @@ def start_watching(target: Path, poll: bool, kata: str) -> queue.Queue:
 @KATA_ARGUMENT
 @click.option("--poll", is_flag=True, help="Poll for changes instead of using native file events "
                                           "(network drives, containers, or when native watching fails).")
+@DIR_OPTION
 @run_options
-def watch(kata: str, poll: bool, device: str, timeout: float, idle: float, memory: float | None) -> None:
+def watch(kata: str, poll: bool, folder: Path | None, device: str, timeout: float, idle: float,
+          memory: float | None) -> None:
     """Check KATA (03, or any script's path) now and again after every save.
 
     Each re-check forks from a process that already imported torch, so it costs
@@ -62,7 +64,7 @@ def watch(kata: str, poll: bool, device: str, timeout: float, idle: float, memor
     from katas.render import make_console, show
 
     sys.stdout.reconfigure(line_buffering=True)  # each report appears when written, in a pipe too
-    path = kata_path(kata)
+    path = kata_path(kata, folder)
     if not path.is_file():
         raise KataError(f"no such script: {path}")
     limits, console = limits_of(timeout, idle, memory), make_console()
@@ -85,7 +87,8 @@ def watch(kata: str, poll: bool, device: str, timeout: float, idle: float, memor
         console.print(f"[dim]checked at {time.strftime('%H:%M:%S')} in {time.monotonic() - started:.1f} s; {READY}[/]")
         return True
 
-    saves = start_watching(path.resolve(), poll, kata)
+    again = kata if folder is None else f"{kata} --dir {shlex.quote(str(folder))}"
+    saves = start_watching(path.resolve(), poll, again)
     try:
         if check_once():
             while True:

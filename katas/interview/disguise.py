@@ -94,15 +94,18 @@ def rename(ctx: Context, rng: random.Random) -> cst.Module:
 def bindings(ctx: Context) -> list[list[Assignment]]:
     """Renameable bindings, each as its assignments, in source order of first definition."""
     groups: dict[tuple[int, str], list[Assignment]] = {}
+    fixed: set[tuple[int, str]] = set()  # a name with any binding that cannot be renamed keeps all of them
     for scope in {id(s): s for s in ctx.scopes()}.values():
         if isinstance(scope, ClassScope):  # class attributes and methods are reached as attributes
             continue
         for assignment in scope.assignments:
-            if type(assignment) is not Assignment or isinstance(assignment, ImportAssignment):
+            key = (id(scope), assignment.name)
+            if type(assignment) is not Assignment or isinstance(assignment, ImportAssignment) \
+                    or assignment.name.startswith("__") or not renameable(ctx, assignment.node):
+                fixed.add(key)
                 continue
-            if assignment.name.startswith("__") or not renameable(ctx, assignment.node):
-                continue
-            groups.setdefault((id(scope), assignment.name), []).append(assignment)
+            groups.setdefault(key, []).append(assignment)
+    groups = {key: group for key, group in groups.items() if key not in fixed}
     order = {node: i for i, node in enumerate(ctx.all(cst.Name))}
     return sorted(groups.values(), key=lambda g: min(order.get(defined_name(a.node), 0) for a in g))
 

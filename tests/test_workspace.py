@@ -1,0 +1,137 @@
+"""Where the learner commands find the katas, and how the progress and metadata files are kept safe."""
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+
+import pytest
+from click.testing import CliRunner
+
+from katas.bugs import BUGS
+from katas.cli import main
+from katas.state import state_path
+from katas.workspace import read_metadata, write_metadata
+
+
+def kata(*args: str):
+    return CliRunner().invoke(main, [str(a) for a in args], env={"NO_COLOR": "1"})
+
+
+def plain(result) -> str:
+    return " ".join(result.output.split())
+
+
+def completions(line: str) -> list[str]:
+    env = {"_KATA_COMPLETE": "bash_complete", "COMP_WORDS": line, "COMP_CWORD": str(len(line.split()) - 1)}
+    return [row.split(",", 1)[1] for row in CliRunner().invoke(main, [], prog_name="kata", env=env).output.splitlines()]
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """Two katas, made once: 01 (eval-mode) and 02 (leak), in their reference's own text (fast to make)."""
+    folder = tmp_path_factory.mktemp("made") / "katas"
+    for bug in ("eval-mode", "leak"):
+        assert kata("new", "--bug", bug, "--seed", "1", "--plain", "--dir", folder).exit_code == 0
+    return folder
+
+
+@pytest.fixture
+def project(made, tmp_path, monkeypatch):
+    """A project holding the katas in broken/, the current folder two levels below it."""
+    shutil.copytree(made, tmp_path / "broken")
+    (tmp_path / "src" / "deep").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "src" / "deep")
+    return tmp_path
+
+
+def test_kata_and_list_outside_any_kata_folder_say_how_to_start_and_create_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert "No katas yet. Start with: kata new" in plain(kata())
+    listed = kata("list")
+    assert listed.exit_code == 0 and "No katas here." in plain(listed)
+    missing = kata("hint", "01")
+    assert missing.exit_code == 2 and "no kata folder here or above" in missing.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_learner_commands_find_the_kata_folder_upward_like_git(project, monkeypatch):
+    assert "../../broken/: 2 katas, 0 passed, 2 to go" in plain(kata())
+    doc = json.loads(kata("list", "--json").output)
+    assert [k["path"] for k in doc["katas"]] == ["../../broken/01.py", "../../broken/02.py"]
+    assert "Hint 1 of 3" in plain(kata("hint", "02"))
+    assert "kata solution 01 --reveal" in plain(kata("solution", "01"))
+    assert "nothing to reset" in plain(kata("reset", "01", "--yes"))
+    assert completions("kata hint 0") == ["01", "02"]
+    made = kata("new", "--bug", "leak", "--seed", "1", "--plain")
+    assert made.exit_code == 0 and "Wrote ../../broken/03.py" in plain(made) and "kata watch 03;" in plain(made)
+    monkeypatch.chdir(project / "broken")  # inside the kata folder itself
+    assert [k["path"] for k in json.loads(kata("list", "--json").output)["katas"]] == ["01.py", "02.py", "03.py"]
+
+
+def test_dir_names_a_kata_folder_that_is_not_found_from_here(made, tmp_path, monkeypatch):
+    mine = tmp_path / "elsewhere" / "mine"
+    shutil.copytree(made, mine)
+    monkeypatch.chdir(tmp_path)
+    assert "No katas here." in plain(kata("list"))
+    assert [k["path"] for k in json.loads(kata("list", "--json", "--dir", mine).output)["katas"]] == [
+        str(mine / "01.py"), str(mine / "02.py")]
+    for _ in range(3):
+        assert kata("hint", "02", "--dir", mine).exit_code == 0
+    assert f"kata solution 02 --dir {mine} --reveal" in plain(kata("hint", "02", "--dir", mine))
+    assert "nothing to reset" in plain(kata("reset", "01", "--dir", mine, "--yes"))
+    watched = kata("watch", "09", "--dir", mine)
+    assert watched.exit_code == 2 and f"no such script: {mine / '09.py'}" in watched.output
+    assert completions(f"kata hint --dir {mine} 0") == ["01", "02"]
+    made_there = kata("new", "--bug", "leak", "--seed", "1", "--plain", "--dir", mine)
+    assert f"kata watch 03 --dir {mine}" in plain(made_there)
+    assert list(tmp_path.iterdir()) == [tmp_path / "elsewhere"]
+
+
+def test_pending_and_done_together_are_a_usage_error(project):
+    result = kata("list", "--pending", "--done")
+    assert result.exit_code == 2 and "Usage:" in result.output and "exclude each other" in result.output
+
+
+def test_a_diagnosis_shows_in_the_list_and_older_progress_files_still_load(project):
+    state = state_path(project / "broken")
+    state.write_text(json.dumps({"version": 1, "katas": {"01": {"status": "failing", "hints": 1, "revealed": False,
+                                                                "checked_at": None}}}))
+    assert [k["diagnosed"] for k in json.loads(kata("list", "--json").output)["katas"]] == [False, False]
+    doc = json.loads(state.read_text())
+    doc["katas"]["01"]["diagnosed"] = True
+    state.write_text(json.dumps(doc))
+    assert [k["diagnosed"] for k in json.loads(kata("list", "--json").output)["katas"]] == [True, False]
+    assert "01 failing 1/3 +diagnosis ?" in plain(kata("list"))
+
+
+def test_a_progress_file_that_is_not_json_is_kept_aside_not_overwritten(project):
+    state = state_path(project / "broken")
+    state.write_text("{half written")
+    listed = kata("list")  # reading only: a warning, and the file stays where it is
+    assert listed.exit_code == 0 and "is not valid JSON" in listed.stderr and state.read_text() == "{half written"
+    hinted = kata("hint", "01")
+    assert hinted.exit_code == 0 and "is not valid JSON; it is kept as" in hinted.stderr
+    backups = list(state.parent.glob("state.json.bak-*"))
+    assert [b.read_text() for b in backups] == ["{half written"] and backups[0].name in hinted.stderr
+    assert json.loads(state.read_text())["katas"]["01"]["hints"] == 1
+
+
+def test_a_progress_file_from_a_newer_version_is_refused_and_left_alone(project):
+    state = state_path(project / "broken")
+    state.write_text(json.dumps({"version": 99, "katas": {"01": {"status": "passed", "stars": 3}}}))
+    before = state.read_text()
+    for command in (("hint", "01"), ("list",)):
+        result = kata(*command)
+        assert result.exit_code == 2 and "written by a newer torch-katas (progress format 99" in result.output
+    assert state.read_text() == before and not list(state.parent.glob("state.json.bak-*"))
+
+
+def test_reset_refuses_a_kata_made_by_another_engine_without_naming_its_bug(project):
+    path = project / "broken" / "01.py"
+    write_metadata(path, replace(read_metadata(path), engine=1))
+    path.write_text("my attempt\n")
+    result = kata("reset", "01", "--yes")
+    assert result.exit_code == 2 and "make a new kata with `kata new`" in result.output
+    assert "eval-mode" not in result.output and BUGS["eval-mode"].title not in result.output
+    assert path.read_text() == "my attempt\n"
