@@ -20,14 +20,17 @@ process, which only judges, never pays for importing it.
 """
 from checker.probes import (
     clip_order,
+    eval_graphs,
     eval_mode,
     gradient_flow,
     grads_accumulate,
     graphs_retained,
     health,
+    logit_input,
     lr_schedule,
     non_finite,
     train_mode,
+    updates_applied,
     worker_rng,
 )
 
@@ -41,6 +44,9 @@ PROBES = (
     non_finite,
     worker_rng,
     clip_order,
+    logit_input,
+    updates_applied,
+    eval_graphs,
     health,
 )
 BY_ID = {probe.ID: probe for probe in PROBES}

@@ -4,7 +4,8 @@ Rule: the loss handed to ``backward()`` must be finite, the gradients an update
 applies must be finite, and the parameters must be finite after every update
 (optimizer steps and manual updates alike). Every training batch must also lead
 to its update (k-step gradient accumulation allowed; a GradScaler's skipped step
-counts as attempted), which rejects ``if not isfinite(loss): continue``.
+counts as attempted), which rejects ``if not isfinite(loss): continue``; a run
+without any update is the ``weights-update`` probe's finding, not this one's.
 ``nan_to_num`` on the loss leaves non-finite gradients and fails too, and so does
 ``xlogy`` (its gradient at 0·log 0 is 0/0). An epsilon, a clamp, ``log_softmax``,
 ``logsigmoid`` or ``binary_cross_entropy_with_logits`` pass.
@@ -56,7 +57,7 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
     if updates == 0 and not facts.losses:
         return Finding(ID, TITLE, NOT_APPLICABLE, message="no training was observed")
     bad_losses = sum(v is None for v in facts.losses)
-    skipped, batches = facts.skipped_updates()
+    skipped, batches = facts.skipped_updates() if updates or facts.scaler_skips else (0, 0)
     problems = []
     if bad_losses:
         first = next(i for i, v in enumerate(facts.losses) if v is None) + 1

@@ -1,12 +1,26 @@
 """The bug catalogue, one module per bug, in teaching order."""
 from __future__ import annotations
 
-from katas.bugs import clip_order, detach, eval_mode, leak, log0, scheduler, train_mode, worker_seed, zero_grad
+from katas.bugs import (
+    clip_order,
+    detach,
+    eval_mode,
+    leak,
+    log0,
+    no_step,
+    scheduler,
+    softmax_ce,
+    train_mode,
+    val_grad,
+    worker_seed,
+    zero_grad,
+)
 from katas.catalogue import Bug, UnknownBug
 
 BUGS: dict[str, Bug] = {
     module.BUG.id: module.BUG
-    for module in (zero_grad, leak, eval_mode, train_mode, detach, scheduler, log0, worker_seed, clip_order)
+    for module in (zero_grad, no_step, leak, eval_mode, val_grad, train_mode, detach, scheduler, log0, softmax_ce,
+                   worker_seed, clip_order)
 }
 
 

@@ -31,7 +31,8 @@ def check(path: Path, device: str, timeout: float, idle: float, memory: float | 
     \b
     Probes: grads-accumulate, graphs-retained, eval-mode, train-mode,
     gradient-flow, lr-schedule, non-finite, worker-rng, clip-order,
-    and the health gate (the script must still train and learn).
+    weights-update, eval-no-grad, logit-input, and the health gate
+    (the script must still train and learn).
 
     \b
     How much the report tells:

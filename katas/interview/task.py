@@ -23,6 +23,9 @@ LEVELS = ("easy", "medium", "hard")
 # Pairs that hide each other's symptom: without eval() there is no evaluation mode to get stuck in;
 # a cut gradient path keeps the model from growing confident enough to reach log(0).
 CONFLICTS = {frozenset({"eval-mode", "train-mode"}), frozenset({"detach", "log0"})}
+# Without an optimizer step there is no update to carry old gradients, to clip, to schedule, to end up at log(0),
+# and no step to keep a leaked graph across.
+CONFLICTS |= {frozenset({"no-step", other}) for other in ("zero-grad", "clip-order", "scheduler", "log0", "leak")}
 
 
 class TaskError(ValueError):

@@ -1,0 +1,190 @@
+"""weights-update: the gradients that backward passes compute are applied to the weights.
+
+Rule: a parameter is *graded* once a backward pass delivers a gradient to it; its
+values (a fingerprint: the norm) are noted at that first gradient. It is *applied*
+once an update that holds it (an optimizer step, or a manual update, see
+:mod:`checker.params`) left it with values other than those, or, for a change the
+session cannot attribute to an update (a hand-written update of parameters an
+optimizer also holds), once its values at the end of the run differ. The
+trained-looking parameters are the graded ones an optimizer holds, grouped by
+optimizer; when no optimizer holds any, all graded parameters (a manual update
+is then expected).
+
+* fail: backward passes computed gradients, and not one trained-looking group's
+  parameters ever changed: no optimizer step and no manual update ("0 updates
+  after 64 backward passes"), or steps that changed nothing (the gradient reset
+  before the step, a learning rate of 0; another optimizer stepping). A
+  GradScaler that skipped every step is said so.
+* fail, too: one optimizer's graded parameters never changed although they
+  received gradients over at least ``MIN_SPAN`` backward passes during which no
+  update of any kind happened (a stage of a multi-stage script, a teacher's
+  pre-training or a linear probe, that never steps).
+* cannot tell: some optimizer's graded parameters never changed while other
+  parameters were updated during the same backward passes: a part deliberately
+  left frozen for this run (an optimizer that starts later) cannot be told from
+  an optimizer that never steps (a GAN's generator beside its discriminator's steps).
+* pass: every group's gradients were applied at least once. Gradient accumulation
+  (few updates per many backward passes), a GradScaler skipping a few steps,
+  manual SGD, two optimizers taking turns, a warm-up whose first rate is 0 (the
+  values are compared until a change is seen, not only after the first update),
+  and evaluation or input-gradient sections after training all pass.
+* n/a: no backward pass delivered a gradient to a parameter.
+
+Graded parameters no optimizer holds, while others are held (a frozen feature
+extractor left with ``requires_grad``), are not trained-looking and are ignored.
+A script with backward passes but no update reaches the judges (``checker.verdict``
+stops early only when there was neither), so this probe, not a "no training"
+error, reports it. Cost per gradient contribution: a dict store and a set lookup;
+per backward pass: one list append; per update, until each parameter is seen to
+change: one norm of the parameters still waiting.
+"""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+
+from checker.events import Event
+from checker.facts import RunFacts
+from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
+
+ID = "weights-update"
+TITLE = "gradients are applied"
+SYMPTOM_ID, SYMPTOM = "weights-change", "weights after each step"
+MIN_SPAN = 2
+
+
+@dataclass
+class Observation:
+    backwards: int = 0  # backward passes that delivered a gradient to at least one parameter
+    groups: list[dict] = field(default_factory=list)  # per optimizer holding graded parameters:
+    # {"optimizer": class name, "params": graded, "applied": graded seen changed, "steps": its steps,
+    #  "span": backward passes from the first to the last that graded them, "quiet": no update at all in that span}
+    unheld: int = 0  # graded parameters no optimizer holds
+    unheld_applied: int = 0
+    manual_updates: int = 0
+
+
+class Observer:
+    def __init__(self, session):
+        self.session = session
+        self.backward = 0
+        self.last_graded = -1
+        self.graded_backwards = 0
+        self.first: dict[int, tuple[weakref.ref, float, int]] = {}  # param id -> (ref, norm and backward at its
+        # first gradient)
+        self.last: dict[int, int] = {}  # param id -> the last backward that graded it
+        self.updates_at: list[int] = [0]  # updates made before each backward pass started
+        self.pending: set[int] = set()  # graded, not yet seen changed
+        self.applied: set[int] = set()
+        self.steps: dict[int, int] = {}  # optimizer id -> steps
+        self.manual = 0
+        session.on(Event.BACKWARD, ID, self.on_backward)
+        session.on(Event.GRAD, ID, self.on_grad)
+        session.on(Event.UPDATE_POST, ID, self.on_update)
+
+    def on_backward(self, loss) -> None:
+        self.backward += 1
+        self.updates_at.append(self.session.updates)
+
+    def on_grad(self, p, grad) -> None:
+        if self.last_graded != self.backward:
+            self.last_graded = self.backward
+            self.graded_backwards += 1
+        self.last[id(p)] = self.backward
+        seen = self.first.get(id(p))
+        if seen is None or seen[0]() is not p:  # new, or a new parameter where a freed one lived
+            from checker.params import fingerprint
+
+            self.first[id(p)] = (weakref.ref(p), fingerprint(p), self.backward)
+            self.pending.add(id(p))
+            self.applied.discard(id(p))
+
+    def on_update(self, update) -> None:
+        if update.manual:
+            self.manual += 1
+            self._applied([id(p) for p in update.params if id(p) in self.pending])
+            return
+        key = id(update.optimizer)
+        self.steps[key] = self.steps.get(key, 0) + 1
+        if self.pending:
+            self._compare([p for p in update.params if id(p) in self.pending])
+
+    def _applied(self, ids) -> None:
+        for pid in ids:
+            self.pending.discard(pid)
+            self.applied.add(pid)
+
+    def _compare(self, params) -> None:
+        """Mark as applied the parameters whose values differ from those at their first gradient."""
+        if not params:
+            return
+        import torch
+
+        from checker.params import same
+
+        with torch.no_grad():
+            norms = [float(n) for n in torch._foreach_norm([p.detach() for p in params])]
+        self._applied([id(p) for p, norm in zip(params, norms) if not same(norm, self.first[id(p)][1])])
+
+    def summary(self) -> Observation:
+        self._compare([p for pid in list(self.pending) if (p := self.first[pid][0]()) is not None])
+        graded, held = set(self.first), set()
+        groups = []
+        for opt in self.session.optimizers:
+            ids = {id(p) for group in opt.param_groups for p in group["params"]}
+            held |= ids
+            mine = ids & graded
+            if mine:
+                start, end = min(self.first[i][2] for i in mine), max(self.last[i] for i in mine)
+                after = self.updates_at[end + 1] if end + 1 < len(self.updates_at) else self.session.updates
+                groups.append({"optimizer": type(opt).__name__, "params": len(mine),
+                               "applied": len(mine & self.applied), "steps": self.steps.get(id(opt), 0),
+                               "span": end - start + 1, "quiet": after == self.updates_at[start]})
+        unheld = graded - held
+        return Observation(self.graded_backwards, groups, len(unheld), len(unheld & self.applied), self.manual)
+
+
+def judge(obs: Observation, facts: RunFacts) -> Finding:
+    if not obs.backwards:
+        message = ("no backward pass ran" if not facts.backwards else
+                   "no backward pass delivered a gradient to a parameter")
+        return Finding(ID, TITLE, NOT_APPLICABLE, message=message)
+    groups = obs.groups or [{"optimizer": "by hand", "params": obs.unheld, "applied": obs.unheld_applied,
+                             "steps": obs.manual_updates}]
+    updates = sum(g["steps"] for g in groups) + (obs.manual_updates if obs.groups else 0)
+    stalled = [g for g in groups if not g["applied"]]
+    measured, threshold = f"{updates} updates after {obs.backwards} backward passes", "weights change"
+    if len(stalled) == len(groups):
+        observed = (f"the weights stayed exactly as they were through {obs.backwards} backward passes that "
+                    f"computed gradients")
+        if not updates:
+            message = (f"no optimizer step or manual update applied the gradients of {obs.backwards} backward "
+                       "passes: the weights never changed")
+            if facts.scaler_skips:
+                message += f" (a GradScaler skipped all {facts.scaler_skips} steps for non-finite gradients)"
+        else:
+            message = (f"{updates} optimizer steps ran, but none changed the parameters that received gradients: "
+                       "the gradients were gone at the step (reset between backward and step) or the learning "
+                       "rate was 0")
+            observed += f" and {updates} updates"
+        return Finding(ID, TITLE, FAIL, measured, threshold, message, observed=observed)
+    quiet = [g for g in stalled if g.get("quiet") and g.get("span", 0) >= MIN_SPAN]
+    if quiet:
+        g = max(quiet, key=lambda g: g["span"])
+        return Finding(ID, TITLE, FAIL, f"0 updates after {g['span']} backward passes", threshold,
+                       f"the {g['optimizer']} optimizer's {g['params']} parameters received gradients over "
+                       f"{g['span']} backward passes, and no update of any kind followed: they never changed "
+                       f"({g['steps']} steps of that optimizer)",
+                       observed=f"{g['params']} parameters received gradients over {g['span']} backward passes "
+                                "and stayed exactly as they were, while nothing else changed either")
+    if stalled:
+        names = ", ".join(f"{g['optimizer']} ({g['params']} parameters, {g['steps']} steps)" for g in stalled)
+        return Finding(ID, TITLE, CANNOT_TELL, measured, threshold,
+                       f"the parameters of {names} received gradients but never changed, while other parameters "
+                       "trained: a part frozen for this run on purpose, or an optimizer that never steps",
+                       observed="some parameters received gradients but never changed, while others did")
+    per = obs.backwards / updates if updates else 0
+    note = f" ({per:.3g} backward passes per update)" if per > 1.5 else ""
+    return Finding(ID, TITLE, PASS, measured, threshold,
+                   f"the gradients were applied: {updates} updates after {obs.backwards} backward passes{note}",
+                   observed=f"the weights changed: {updates} updates after {obs.backwards} backward passes")

@@ -1,0 +1,163 @@
+"""val-grad: validation runs with autograd on, building graphs that no backward pass uses."""
+from __future__ import annotations
+
+import libcst as cst
+
+from katas.catalogue import Bug
+from katas.engine.context import MODEL, Context
+from katas.engine.operator import Example, Operator, Site, rewrite
+from katas.engine.patterns import innermost_training_loops
+from katas.engine.tree import find, method
+
+NO_GRAD = {"torch.no_grad", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad", "torch.inference_mode",
+           "torch.autograd.inference_mode", "torch.autograd.grad_mode.inference_mode"}
+LOOPING = (cst.For, cst.While, cst.CompFor)
+
+
+def switches_off_grad(ctx: Context, expr: cst.BaseExpression) -> bool:
+    """``torch.no_grad()`` or ``torch.inference_mode()`` (called or not, as decorators may be)."""
+    target = expr.func if isinstance(expr, cst.Call) else expr
+    return bool(ctx.qualified_names(target) & NO_GRAD)
+
+
+def per_step(ctx: Context, node: cst.CSTNode, inner: set, seen: frozenset = frozenset()) -> bool:
+    """Whether ``node`` runs at every step of an innermost training loop: inside one, or in a function called
+    (by name, in this file) from inside one (a teacher's or a target network's forward, a GAN's fake batch)."""
+    for a in ctx.ancestors(node):
+        if a in inner:
+            return True
+        if isinstance(a, cst.FunctionDef):
+            name = a.name.value
+            if name in seen:
+                return False
+            callers = [c for c in ctx.all(cst.Call) if name == (c.func.value if isinstance(c.func, cst.Name) else method(c))]
+            return any(per_step(ctx, c, inner, seen | {name}) for c in callers)
+    return False
+
+
+def evaluates(ctx: Context, root: cst.CSTNode, inner: set) -> bool:
+    """Whether the code under ``root`` evaluates a model: it calls one, never calls ``backward()``, and is not part
+    of every training step unless it loops over batches of its own (validation inside the training loop)."""
+    calls = ctx.calls(root)
+    if not any(ctx.role(c.func).kind == MODEL for c in calls) or any(method(c) == "backward" for c in calls):
+        return False
+    return not per_step(ctx, root, inner) or bool(find(root, *LOOPING))
+
+
+class RemoveNoGrad(Operator):
+    """Remove the ``with torch.no_grad():`` (or ``torch.inference_mode()``) around an evaluation, its body
+    dedented, or the ``@torch.no_grad()`` decorator of an evaluation function."""
+
+    no_site = "it never evaluates a model under torch.no_grad() or torch.inference_mode()"
+
+    def candidates(self, ctx: Context):
+        inner = set(innermost_training_loops(ctx))
+        for node in ctx.all(cst.With):
+            item = next((i for i in node.items if switches_off_grad(ctx, i.item)), None)
+            if item is not None and evaluates(ctx, node.body, inner):
+                yield node, f"with {ctx.code(item.item)}"
+        for function in ctx.all(cst.FunctionDef):
+            decorator = next((d for d in function.decorators if switches_off_grad(ctx, d.decorator)), None)
+            if decorator is not None and evaluates(ctx, function.body, inner):
+                yield decorator, f"@{ctx.code(decorator.decorator)}"
+
+    def sites(self, ctx: Context) -> list[Site]:
+        return [Site(f"val-grad:{ctx.where(node)}:{label}", node) for node, label in self.candidates(ctx)]
+
+    def mutate(self, ctx: Context, site: Site):
+        if isinstance(site.node, cst.Decorator):
+            return without_decorator(ctx, site.node)
+        return without_with(ctx, site.node)
+
+    def examples(self) -> list[Example]:
+        return [Example(
+            before="""\
+import torch
+
+
+def validate(net: nn.Module, batches):
+    net.eval()
+    with torch.no_grad():
+        return sum((net(x).argmax(1) == y).sum().item() for x, y in batches)
+""",
+            after="""\
+import torch
+
+
+def validate(net: nn.Module, batches):
+    net.eval()
+    return sum((net(x).argmax(1) == y).sum().item() for x, y in batches)
+""")]
+
+
+def without_with(ctx: Context, node: cst.With) -> cst.Module:
+    """Drop the grad-switching item of ``node``; when it was the only one, put the body in its place (dedented),
+    keeping the comments above the ``with`` and in its body; a comment beside the ``with`` line goes with it, as
+    a removed line's does."""
+    items = [i for i in node.items if not switches_off_grad(ctx, i.item)]
+    if items:
+        items[-1] = items[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return rewrite(ctx.module, {node: lambda w: w.with_changes(items=items)})
+    body = node.body
+    if isinstance(body, cst.IndentedBlock):
+        statements, footer = list(body.body), list(body.footer)
+    else:  # with torch.no_grad(): x = f()
+        statements = [cst.SimpleStatementLine(body=body.body, trailing_whitespace=body.trailing_whitespace)]
+        footer = []
+    statements[0] = statements[0].with_changes(leading_lines=[*node.leading_lines, *statements[0].leading_lines])
+    block = ctx.parents[node]
+    index = list(block.body).index(node)
+
+    def edit(b: cst.IndentedBlock | cst.Module) -> cst.IndentedBlock | cst.Module:
+        rest = list(b.body[index + 1:])
+        if footer and rest:  # comments that closed the block go above the next statement
+            rest[0] = rest[0].with_changes(leading_lines=[*footer, *rest[0].leading_lines])
+        body = [*b.body[:index], *statements, *rest]
+        return b.with_changes(body=body, footer=b.footer if rest else [*footer, *b.footer])
+
+    return rewrite(ctx.module, {block: edit})
+
+
+def without_decorator(ctx: Context, decorator: cst.Decorator) -> cst.Module:
+    """Drop ``decorator`` from its function, keeping the comments above it (a comment beside it goes with it)."""
+    function = ctx.parents[decorator]
+    carried = list(decorator.leading_lines)
+
+    def edit(f: cst.FunctionDef) -> cst.FunctionDef:
+        decorators = list(f.decorators)
+        index = list(function.decorators).index(decorator)
+        decorators.pop(index)
+        if index < len(decorators):
+            decorators[index] = decorators[index].with_changes(
+                leading_lines=[*carried, *decorators[index].leading_lines])
+            return f.with_changes(decorators=decorators)
+        return f.with_changes(decorators=decorators, lines_after_decorators=[*carried, *f.lines_after_decorators])
+
+    return rewrite(ctx.module, {function: edit})
+
+
+BUG = Bug(
+    id="val-grad",
+    title="Validation builds autograd graphs",
+    difficulty="easy",
+    observe=("Validation numbers are right, but validation is slower than it should be and memory peaks while it "
+             "runs: a larger validation batch, which inference alone would fit, runs out of memory."),
+    hints=(
+        "Validation never calls backward(). What is PyTorch still preparing for, batch after batch?",
+        "Check whether the validation outputs carry a `grad_fn`.",
+        "Autograd is left switched on while the validation batches run.",
+    ),
+    why=("With grad mode on, every operation on tensors that require grad records a node in an autograd graph "
+         "and saves the activations its backward would need. Validation never calls backward(), so all of that "
+         "is built for nothing: slower forwards, and activation memory held until the outputs are dropped. "
+         "Detaching the output afterwards does not help: the graph was already built."),
+    fix=("Run validation under `with torch.no_grad():` or `with torch.inference_mode():`, or decorate the "
+         "evaluation function with `@torch.no_grad()`. Keep `model.eval()` too: it is a different switch."),
+    probes=("eval-no-grad",),
+    follow_up=(
+        "What is the difference between torch.no_grad() and torch.inference_mode()? When can you not use the latter?",
+        "Does model.eval() turn off gradient tracking? What does it change?",
+        "Why does `model(x).detach()` in validation not save the memory that `torch.no_grad()` saves?",
+    ),
+    operator=RemoveNoGrad(),
+)
