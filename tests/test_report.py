@@ -88,6 +88,12 @@ def test_a_loss_mostly_nan_says_what_the_loss_falls_criterion_left_out(checked):
     assert bad and f"{bad} of" in falls.message and "left out" in falls.message
 
 
+def test_parameters_are_named_by_their_path_in_the_script_s_model(checked):
+    (report,) = checked(FIXTURES / "gradient_flow__broken_part_called.py")
+    flow = next(f for f in report.findings if f.probe == "gradient-flow")
+    assert flow.failed and "model.body.0.weight" in flow.message and "Sequential" not in flow.message
+
+
 def test_no_color_means_no_escape_codes_at_all_and_pipes_get_no_trailing_spaces():
     coloured = kata("bugs", env={"FORCE_COLOR": "1", "NO_COLOR": ""})
     assert "\x1b[1m" in coloured.output  # a terminal gets bold
@@ -108,7 +114,10 @@ def test_a_kata_reports_symptoms_until_diagnose_which_counts_like_a_hint(tmp_pat
     progress = tmp_path / ".kata" / "state.json"
     assert json.loads(progress.read_text())["katas"]["01"].get("diagnosed") in (None, False)
 
+    meta = tmp_path / ".kata" / "01.json"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "engine": 1}))  # as if made by another engine version
     diagnosed = kata("check", "--diagnose", str(script))
+    assert "made by kata engine 1" in diagnosed.stderr
     assert diagnosed.exit_code == 1
     assert "eval-mode" in diagnosed.output and "dropout or batch-norm behaved as in training" in " ".join(
         diagnosed.output.split())
