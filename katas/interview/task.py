@@ -78,7 +78,7 @@ def generate(reference: str, source: str, n_bugs: int, seed: int, difficulty: st
             break
         if any(frozenset({bug.id, p.bug.id}) in CONFLICTS for p in task.planted):
             continue
-        if plant(task, bug, rng, ctx):
+        if plant(task, bug, rng, ctx) and len(task.planted) < n_bugs:
             ctx = Context(task.script)
     if len(task.planted) < n_bugs:
         raise TaskError(f"only {len(task.planted)} compatible bugs apply to {reference}"
