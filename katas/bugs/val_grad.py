@@ -6,7 +6,7 @@ import libcst as cst
 from katas.catalogue import Bug
 from katas.engine.context import MODEL, Context
 from katas.engine.operator import Example, Operator, Site, rewrite
-from katas.engine.patterns import innermost_training_loops
+from katas.engine.patterns import innermost_training_loops, runs_within
 from katas.engine.tree import find, method
 
 NO_GRAD = {"torch.no_grad", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad", "torch.inference_mode",
@@ -20,28 +20,14 @@ def switches_off_grad(ctx: Context, expr: cst.BaseExpression) -> bool:
     return bool(ctx.qualified_names(target) & NO_GRAD)
 
 
-def per_step(ctx: Context, node: cst.CSTNode, inner: set, seen: frozenset = frozenset()) -> bool:
-    """Whether ``node`` runs at every step of an innermost training loop: inside one, or in a function called
-    (by name, in this file) from inside one (a teacher's or a target network's forward, a GAN's fake batch)."""
-    for a in ctx.ancestors(node):
-        if a in inner:
-            return True
-        if isinstance(a, cst.FunctionDef):
-            name = a.name.value
-            if name in seen:
-                return False
-            callers = [c for c in ctx.all(cst.Call) if name == (c.func.value if isinstance(c.func, cst.Name) else method(c))]
-            return any(per_step(ctx, c, inner, seen | {name}) for c in callers)
-    return False
-
-
 def evaluates(ctx: Context, root: cst.CSTNode, inner: set) -> bool:
     """Whether the code under ``root`` evaluates a model: it calls one, never calls ``backward()``, and is not part
     of every training step unless it loops over batches of its own (validation inside the training loop)."""
     calls = ctx.calls(root)
     if not any(ctx.role(c.func).kind == MODEL for c in calls) or any(method(c) == "backward" for c in calls):
         return False
-    return not per_step(ctx, root, inner) or bool(find(root, *LOOPING))
+    per_step = runs_within(ctx, root, lambda a: a in inner)  # a teacher's or target network's forward, a GAN's fakes
+    return not per_step or bool(find(root, *LOOPING))
 
 
 class RemoveNoGrad(Operator):

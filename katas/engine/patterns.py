@@ -1,7 +1,7 @@
 """Structural patterns several operators look for."""
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import libcst as cst
 
@@ -103,15 +103,22 @@ def unreachable(ctx: Context, node: cst.CSTNode) -> bool:
     return False
 
 
-def runs_repeatedly(ctx: Context, node: cst.CSTNode, seen: frozenset = frozenset()) -> bool:
-    """Whether ``node`` is inside a loop, or in a function called (by name, in this file) from inside one."""
+def runs_within(ctx: Context, node: cst.CSTNode, inside: Callable[[cst.CSTNode], bool],
+                seen: frozenset = frozenset()) -> bool:
+    """Whether ``node`` has an ancestor that is ``inside``, directly or through a function of this file
+    called (by name) from within one."""
     for a in ctx.ancestors(node):
-        if isinstance(a, LOOPS):
+        if inside(a):
             return True
         if isinstance(a, cst.FunctionDef):
             name = a.name.value
             if name in seen:
                 return False
             callers = [c for c in ctx.all(cst.Call) if name == (c.func.value if isinstance(c.func, cst.Name) else method(c))]
-            return any(runs_repeatedly(ctx, c, seen | {name}) for c in callers)
+            return any(runs_within(ctx, c, inside, seen | {name}) for c in callers)
     return False
+
+
+def runs_repeatedly(ctx: Context, node: cst.CSTNode) -> bool:
+    """Whether ``node`` is inside a loop, or in a function called (by name, in this file) from inside one."""
+    return runs_within(ctx, node, lambda a: isinstance(a, LOOPS))
