@@ -6,26 +6,19 @@ import libcst as cst
 from katas.catalogue import Bug
 from katas.engine.context import OPTIMIZER, Context, Role
 from katas.engine.operator import Example, Operator, Site, remove_statements
-from katas.engine.patterns import call_statement, later_siblings, runs_repeatedly
+from katas.engine.patterns import call_statement, later_siblings, runs_repeatedly, runs_within
 from katas.engine.tree import method
 
 
-def in_training(ctx: Context, node: cst.CSTNode, loops: set | None = None, seen: frozenset = frozenset()) -> bool:
-    """Whether ``node`` runs in a training loop: inside one, in a function called (by name, in this file) from
-    inside one, or in a training-step function (one that calls ``backward()``) that a loop runs."""
-    loops = set(ctx.training_loops()) if loops is None else loops
-    for a in ctx.ancestors(node):
-        if a in loops:
-            return True
-        if isinstance(a, cst.FunctionDef):
-            name = a.name.value
-            if name in seen:
-                return False
-            if ctx.calls(a, "backward") and runs_repeatedly(ctx, a.body):
-                return True
-            callers = [c for c in ctx.all(cst.Call) if name == (c.func.value if isinstance(c.func, cst.Name) else method(c))]
-            return any(in_training(ctx, c, loops, seen | {name}) for c in callers)
-    return False
+def in_training(ctx: Context, node: cst.CSTNode, loops: set) -> bool:
+    """Whether ``node`` runs in one of the training ``loops``: inside one, in a function called (by name, in this
+    file) from inside one, or in a training-step function (one that calls ``backward()``) that a loop runs."""
+
+    def training(a: cst.CSTNode) -> bool:
+        return a in loops or (isinstance(a, cst.FunctionDef) and bool(ctx.calls(a, "backward"))
+                              and runs_repeatedly(ctx, a.body))
+
+    return runs_within(ctx, node, training)
 
 
 def step_of(ctx: Context, statement: cst.CSTNode) -> tuple[Role, cst.BaseExpression | None] | None:
