@@ -54,12 +54,13 @@ class Net(nn.Module):
         self.stem = nn.Sequential(nn.Linear(N_FEATURES, width), nn.BatchNorm1d(width), nn.ReLU())
         self.deep = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, width))
         self.shortcut = nn.Linear(width, width)
+        self.drop = nn.Dropout(0.1)
         self.head = nn.Linear(width, K)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         feats = self.stem(x)
         feats = torch.relu(self.deep(feats) + self.shortcut(feats))
-        return self.head(feats)
+        return self.head(self.drop(feats))
 
 
 def train_epoch(net, batch_iter, loss_function, opt, schedule, target_device, clip=0.1):

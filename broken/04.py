@@ -55,12 +55,13 @@ class Net(nn.Module):
         self.stem = nn.Sequential(nn.Linear(D_IN, width), nn.BatchNorm1d(width), nn.ReLU())
         self.deep = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, width))
         self.shortcut = nn.Linear(width, width)
+        self.drop = nn.Dropout(0.1)
         self.head = nn.Linear(width, CLASSES)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         hidden = self.stem(x)
         hidden = torch.relu(self.deep(hidden) + self.shortcut(hidden))
-        return self.head(hidden)
+        return self.head(self.drop(hidden))
 
 
 def synth_data(total: int, s: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -22,12 +22,13 @@ class Net(nn.Module):
         self.stem = nn.Sequential(nn.Linear(N_FEATURES, width), nn.BatchNorm1d(width), nn.ReLU())
         self.deep = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, width))
         self.shortcut = nn.Linear(width, width)
+        self.drop = nn.Dropout(0.1)
         self.head = nn.Linear(width, CLASSES)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         z = self.stem(x)
         z = torch.relu(self.deep(z) + self.shortcut(z))
-        return self.head(z)
+        return self.head(self.drop(z))
 
 
 def synth_data(seen: int, random_seed: int) -> tuple[torch.Tensor, torch.Tensor]:

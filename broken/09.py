@@ -42,12 +42,13 @@ class BranchNet(nn.Module):
         self.stem = nn.Sequential(nn.Linear(D_IN, width), nn.BatchNorm1d(width), nn.ReLU())
         self.deep = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, width))
         self.shortcut = nn.Linear(width, width)
+        self.drop = nn.Dropout(0.1)
         self.head = nn.Linear(width, K)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         z = self.stem(x)
         z = torch.relu(self.deep(z) + self.shortcut(z))
-        return self.head(z)
+        return self.head(self.drop(z))
 
 
 def entry() -> None:

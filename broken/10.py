@@ -94,12 +94,13 @@ class TwoPathMLP(nn.Module):
         self.stem = nn.Sequential(nn.Linear(DIM, width), nn.BatchNorm1d(width), nn.ReLU())
         self.deep = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, width))
         self.shortcut = nn.Linear(width, width)
+        self.drop = nn.Dropout(0.1)
         self.head = nn.Linear(width, CLASSES)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         feats = self.stem(x)
         feats = torch.relu(self.deep(feats) + self.shortcut(feats))
-        return self.head(feats)
+        return self.head(self.drop(feats))
 
 
 def make_dataset(total: int, rng_seed: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -117,12 +117,13 @@ class BranchNet(nn.Module):
         self.stem = nn.Sequential(nn.Linear(N_FEATURES, width), nn.BatchNorm1d(width), nn.ReLU())
         self.deep = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, width))
         self.shortcut = nn.Linear(width, width)
+        self.drop = nn.Dropout(0.1)
         self.head = nn.Linear(width, CLASSES)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         feats = self.stem(x)
         feats = torch.relu(self.deep(feats) + self.shortcut(feats))
-        return self.head(feats)
+        return self.head(self.drop(feats))
 
 
 if __name__ == "__main__":

@@ -30,12 +30,13 @@ class TwoPathMLP(nn.Module):
         self.stem = nn.Sequential(nn.Linear(DIM, width), nn.BatchNorm1d(width), nn.ReLU())
         self.deep = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, width))
         self.shortcut = nn.Linear(width, width)
+        self.drop = nn.Dropout(0.1)
         self.head = nn.Linear(width, N_CLASSES)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         z = self.stem(x)
         z = torch.relu(self.deep(z) + self.shortcut(z))
-        return self.head(z)
+        return self.head(self.drop(z))
 
 
 def get_device(choice: str | None) -> torch.device:

@@ -5,6 +5,7 @@ from katas.bugs import (
     clip_order,
     detach,
     eval_mode,
+    functional_dropout,
     leak,
     log0,
     no_step,
@@ -20,7 +21,7 @@ from katas.catalogue import Bug, UnknownBug
 BUGS: dict[str, Bug] = {
     module.BUG.id: module.BUG
     for module in (zero_grad, no_step, leak, eval_mode, val_grad, train_mode, detach, scheduler, log0, softmax_ce,
-                   worker_seed, clip_order)
+                   functional_dropout, worker_seed, clip_order)
 }
 
 

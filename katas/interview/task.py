@@ -26,6 +26,8 @@ CONFLICTS = {frozenset({"eval-mode", "train-mode"}), frozenset({"detach", "log0"
 # Without an optimizer step there is no update to carry old gradients, to clip, to schedule, to end up at log(0),
 # and no step to keep a leaked graph across.
 CONFLICTS |= {frozenset({"no-step", other}) for other in ("zero-grad", "clip-order", "scheduler", "log0", "leak")}
+# Two bugs seen by one probe: fixing one would leave the symptom, and the grade could not tell which was fixed.
+CONFLICTS |= {frozenset({"eval-mode", "functional-dropout"})}
 
 
 class TaskError(ValueError):

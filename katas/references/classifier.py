@@ -58,12 +58,13 @@ class Classifier(nn.Module):
         self.stem = nn.Sequential(nn.Linear(NUM_FEATURES, width), nn.BatchNorm1d(width), nn.ReLU())
         self.deep = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, width))
         self.shortcut = nn.Linear(width, width)
+        self.drop = nn.Dropout(0.1)
         self.head = nn.Linear(width, NUM_CLASSES)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.stem(x)
         h = torch.relu(self.deep(h) + self.shortcut(h))
-        return self.head(h)
+        return self.head(self.drop(h))
 
 
 def train_one_epoch(model, loader, criterion, optimizer, scheduler, device, max_grad_norm=0.1):
