@@ -1,6 +1,8 @@
 """detach: a ``.detach()`` cuts a branch of the model off from the gradient."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import libcst as cst
 
 from katas.catalogue import Bug
@@ -12,6 +14,13 @@ from katas.engine.tree import find, is_self_attribute, names, single_name_target
 def submodule_calls(node: cst.CSTNode) -> list[cst.Call]:
     """Calls ``self.something(...)`` under ``node``."""
     return [c for c in find(node, cst.Call) if is_self_attribute(c.func)]
+
+
+def module_classes(ctx: Context) -> Iterator[tuple[cst.ClassDef, dict[str, cst.FunctionDef]]]:
+    """Each ``nn.Module`` subclass of the file, with its methods by name."""
+    for cls in ctx.all(cst.ClassDef):
+        if ctx.is_module_class(cls.name.value):
+            yield cls, {f.name.value: f for f in cls.body.body if isinstance(f, cst.FunctionDef)}
 
 
 def called_from_forward(methods: dict[str, cst.FunctionDef]) -> list[cst.FunctionDef]:
@@ -33,10 +42,7 @@ class DetachBranch(Operator):
 
     def sites(self, ctx: Context) -> list[Site]:
         sites = []
-        for cls in ctx.all(cst.ClassDef):
-            if not ctx.is_module_class(cls.name.value):
-                continue
-            methods = {f.name.value: f for f in cls.body.body if isinstance(f, cst.FunctionDef)}
+        for _, methods in module_classes(ctx):
             for function in called_from_forward(methods):
                 calls = [c for c in submodule_calls(function) if c.func.attr.value not in methods]
                 sites += [Site(f"detach:{ctx.where(c)}:{ctx.code(c)}", c)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from katas.bugs.detach import called_from_forward, submodule_calls
+from katas.bugs.detach import called_from_forward, module_classes, submodule_calls
 from katas.catalogue import Bug
 from katas.engine.context import Context
 from katas.engine.operator import Example, Operator, Site, remove_statements, rewrite
@@ -44,10 +44,7 @@ class DropoutToFunctional(Operator):
 
     def sites(self, ctx: Context) -> list[Site]:
         sites = []
-        for cls in ctx.all(cst.ClassDef):
-            if not ctx.is_module_class(cls.name.value):
-                continue
-            methods = {f.name.value: f for f in cls.body.body if isinstance(f, cst.FunctionDef)}
+        for _, methods in module_classes(ctx):
             dropouts = dropout_modules(ctx, methods["__init__"]) if "__init__" in methods else {}
             for function in called_from_forward(methods):
                 sites += [Site(f"functional-dropout:{ctx.where(c)}:{ctx.code(c)}", c) for c in submodule_calls(function)
