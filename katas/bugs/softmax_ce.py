@@ -6,6 +6,7 @@ import libcst as cst
 from katas.catalogue import Bug
 from katas.engine.context import KEEPS_ROLE, MODEL, Context
 from katas.engine.operator import Example, Operator, Site, rewrite
+from katas.engine.patterns import NO_GRAD
 from katas.engine.tree import find, method
 
 CROSS_ENTROPY, BINARY = "cross-entropy", "binary"
@@ -13,8 +14,6 @@ FUNCTIONS = {"torch.nn.functional.cross_entropy": CROSS_ENTROPY,
              "torch.nn.functional.binary_cross_entropy_with_logits": BINARY}
 CLASSES = {"torch.nn.CrossEntropyLoss": CROSS_ENTROPY, "torch.nn.modules.loss.CrossEntropyLoss": CROSS_ENTROPY,
            "torch.nn.BCEWithLogitsLoss": BINARY, "torch.nn.modules.loss.BCEWithLogitsLoss": BINARY}
-NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad",
-           "torch.autograd.grad_mode.inference_mode"}
 SET_GRAD = {"torch.set_grad_enabled", "torch.autograd.grad_mode.set_grad_enabled"}
 ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
 DEPTH = 6  # calls into the file's own functions followed to find the backward pass a loss reaches
@@ -102,11 +101,6 @@ Trainer(net, nn.BCEWithLogitsLoss(pos_weight=w)).fit(batches)
 # -- which calls are losses on raw scores ---------------------------------------
 
 
-def key(ctx: Context, expr: cst.BaseExpression):
-    """The binding a name or ``self`` attribute stands for: the same keys the roles of :mod:`katas.engine.context` use."""
-    return ctx._key(expr)
-
-
 def constructed(ctx: Context, expr: cst.BaseExpression) -> str | None:
     """The kind of loss ``expr`` builds: ``nn.CrossEntropyLoss(...)``, also through ``.to(device)``."""
     if not isinstance(expr, cst.Call):
@@ -122,11 +116,11 @@ def loss_objects(ctx: Context) -> dict:
     bound: dict = {}
 
     def kind_of(expr: cst.BaseExpression) -> str | None:
-        found = key(ctx, expr)
+        found = ctx.binding(expr)
         return bound.get(found) if found is not None else constructed(ctx, expr)
 
     def bind(target: cst.BaseExpression, kind: str | None) -> None:
-        found = key(ctx, target)
+        found = ctx.binding(target)
         if kind and found is not None:
             bound.setdefault(found, kind)
 
@@ -186,7 +180,7 @@ def loss_calls(ctx: Context) -> list[tuple[cst.Call, str]]:
     for call in ctx.all(cst.Call):
         kind = next((FUNCTIONS[q] for q in ctx.qualified_names(call.func) if q in FUNCTIONS), None)
         if kind is None:
-            found_key = key(ctx, call.func)
+            found_key = ctx.binding(call.func)
             kind = bound.get(found_key) if found_key is not None else constructed(ctx, call.func)
         if kind is not None:
             found.append((call, kind))

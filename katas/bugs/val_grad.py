@@ -6,11 +6,9 @@ import libcst as cst
 from katas.catalogue import Bug
 from katas.engine.context import MODEL, Context
 from katas.engine.operator import Example, Operator, Site, rewrite
-from katas.engine.patterns import innermost_training_loops, runs_within
+from katas.engine.patterns import NO_GRAD, innermost_training_loops, runs_within
 from katas.engine.tree import find, method
 
-NO_GRAD = {"torch.no_grad", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad", "torch.inference_mode",
-           "torch.autograd.inference_mode", "torch.autograd.grad_mode.inference_mode"}
 LOOPING = (cst.For, cst.While, cst.CompFor)
 
 

@@ -159,7 +159,9 @@ class Context:
         guess = next((k for k, pattern in NAME_GUESS.items() if name and pattern.search(name)), None)
         return Role(guess, guessed=guess is not None)
 
-    def _key(self, expr: cst.BaseExpression):
+    def binding(self, expr: cst.BaseExpression):
+        """What a name or a ``self`` attribute stands for (its scope's assignment, or its class's attribute):
+        the key roles are propagated under; None for anything else."""
         if isinstance(expr, cst.Name):
             scope = self._scopes.get(expr)
             if scope is None:
@@ -172,7 +174,7 @@ class Context:
         return None
 
     def _role(self, expr: cst.BaseExpression) -> str | None:
-        key = self._key(expr)
+        key = self.binding(expr)
         if key is not None:
             return self._bindings.get(key)
         if isinstance(expr, cst.Call):
@@ -226,6 +228,6 @@ class Context:
                 return
 
     def _bind(self, target: cst.BaseExpression, kind: str | None) -> None:
-        key = self._key(target)
+        key = self.binding(target)
         if kind and key is not None:
             self._bindings.setdefault(key, kind)

@@ -8,6 +8,10 @@ import libcst as cst
 from katas.engine.context import LOOPS, Context, Role
 from katas.engine.tree import method
 
+# What switches autograd off for a block or a decorated function.
+NO_GRAD = {"torch.no_grad", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad", "torch.inference_mode",
+           "torch.autograd.inference_mode", "torch.autograd.grad_mode.inference_mode"}
+
 BLOCKS = (cst.IndentedBlock, cst.Module)
 ENDS_BLOCK = (cst.Return, cst.Raise, cst.Break, cst.Continue)
 CONSTANT_TESTS = {"False": False, "None": False, "0": False, "TYPE_CHECKING": False, "typing.TYPE_CHECKING": False,
