@@ -4,21 +4,11 @@ import math
 import os
 
 import torch
-import torch.nn as nn
+from torch import nn
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 K = 4
 D_IN = 16
-
-
-def worker_init(wid: int) -> None:
-    wi = get_worker_info()
-    wi.dataset.rng.manual_seed(wi.seed)
-
-
-def resolve_device(choice: str | None) -> torch.device:
-    device_name = choice or os.environ.get("KATA_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device_name)
 
 
 class PointDataset(Dataset):
@@ -36,32 +26,55 @@ class PointDataset(Dataset):
         return xb, self.y[i]
 
 
+def entry() -> None:
+    arg_parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    arg_parser.add_argument("--device", help="cpu or cuda (default: $KATA_DEVICE, else cuda if available)")
+    device = get_device(arg_parser.parse_args().device)
+    torch.manual_seed(0)
+    x, labels = synth_data(1024, random_seed=1)
+    mean, std = x.mean(0), x.std(0)
+    train_ds = PointDataset((x - mean) / std, labels, jitter=0.3)
+    val_x, val_y = synth_data(500, random_seed=2)
+    valid_set = PointDataset((val_x - mean) / std, val_y)
+    train_dl = DataLoader(train_ds, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
+                              worker_init_fn=worker_init, generator=torch.Generator().manual_seed(0))
+    valid_dl = DataLoader(valid_set, batch_size=128)
+    train_model(BranchNet(), train_dl, valid_dl, device)
+
+
+def get_device(choice: str | None) -> torch.device:
+    kind = choice or os.environ.get("KATA_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(kind)
+
+
+def synth_data(seen: int, random_seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(random_seed)
+    anchors = torch.randn(2 * K, D_IN, generator=torch.Generator().manual_seed(0)) * 1.5
+    component = torch.randint(0, 2 * K, (seen,), generator=gen)
+    inputs = anchors[component] + torch.randn(seen, D_IN, generator=gen)
+    return 100 + 25 * inputs, component % K
+
+
 class BranchNet(nn.Module):
-    def __init__(self, width: int = 64):
+    def __init__(self, width: int = 64, depth: int = 2):
         super().__init__()
         self.stem = nn.Sequential(nn.Linear(D_IN, width), nn.BatchNorm1d(width), nn.ReLU())
-        self.deep = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, width))
-        self.shortcut = nn.Linear(width, width)
-        self.drop = nn.Dropout(0.1)
+        self.blocks = nn.ModuleList([nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width))
+                                     for _ in range(depth)])
+        self.drop = nn.Dropout(0.2)
         self.head = nn.Linear(width, K)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         z = self.stem(x)
-        z = torch.relu(self.deep(z) + self.shortcut(z))
-        return self.head(self.drop(z))
+        for block in self.blocks:
+            z = z + block(z)
+            z = z * math.sqrt(0.5)
+        return self.head(self.drop(torch.relu(z)))
 
 
-def entry() -> None:
-    arg_parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    arg_parser.add_argument("--device", help="cpu or cuda (default: $KATA_DEVICE, else cuda if available)")
-    device = resolve_device(arg_parser.parse_args().device)
-    torch.manual_seed(0)
-    training_set = PointDataset(*synth_data(1024, random_seed=1), jitter=0.3)
-    val_ds = PointDataset(*synth_data(512, random_seed=2))
-    training_data = DataLoader(training_set, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
-                              worker_init_fn=worker_init, generator=torch.Generator().manual_seed(0))
-    valid_dl = DataLoader(val_ds, batch_size=128)
-    train_model(BranchNet(), training_data, valid_dl, device)
+def worker_init(wid: int) -> None:
+    wi = get_worker_info()
+    wi.dataset.rng.manual_seed(wi.seed)
 
 
 def fit_epoch(network, batch_iter, objective, optim_, lr_schedule, dev, clip=0.1):
@@ -84,37 +97,31 @@ def fit_epoch(network, batch_iter, objective, optim_, lr_schedule, dev, clip=0.1
     return loss_sum / count
 
 
-def synth_data(seen: int, random_seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(random_seed)
-    anchors = torch.randn(2 * K, D_IN, generator=torch.Generator().manual_seed(0)) * 1.5
-    component = torch.randint(0, 2 * K, (seen,), generator=gen)
-    inputs = anchors[component] + torch.randn(seen, D_IN, generator=gen)
-    return inputs, component % K
-
-
 def train_model(net, train_batches, val_batches, target_device, n_epochs=4, peak_lr=1e-2, save_path="best.pt"):
     net.to(target_device)
     loss_fn = nn.CrossEntropyLoss(label_smoothing=0.05)
-    updater = torch.optim.AdamW(net.parameters(), lr=peak_lr, weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.OneCycleLR(updater, max_lr=peak_lr, total_steps=n_epochs * len(train_batches))
-    best_loss = math.inf
-    best_idx = None
-    for ep in range(n_epochs):
-        fit_loss = fit_epoch(net, train_batches, loss_fn, updater, sched, target_device)
-        va_loss, val_acc = score_model(net, val_batches, loss_fn, target_device)
-        print(f"epoch {ep}  train {fit_loss:.4f}  val {va_loss:.4f}  acc {val_acc:.3f}  lr {sched.get_last_lr()[0]:.2e}")
-        if va_loss < best_loss:
-            best_loss = va_loss
-            best_idx = ep
-            torch.save({"model": net.state_dict(), "optimizer": updater.state_dict(), "epoch": ep}, save_path)
-    if best_idx is not None:
+    decay = [probs for probs in net.parameters() if probs.dim() >= 2]
+    no_decay = [prob for prob in net.parameters() if prob.dim() < 2]
+    groups = [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=peak_lr)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=peak_lr, total_steps=n_epochs * len(train_batches))
+    best_score = math.inf
+    best_ep = None
+    for e in range(n_epochs):
+        epoch_loss = fit_epoch(net, train_batches, loss_fn, opt, sched, target_device)
+        holdout_loss, accuracy = score_model(net, val_batches, loss_fn, target_device)
+        print(f"epoch {e}  train {epoch_loss:.4f}  val {holdout_loss:.4f}  acc {accuracy:.3f}  lr {sched.get_last_lr()[0]:.2e}")
+        if holdout_loss < best_score:
+            best_score, best_ep = holdout_loss, e
+            torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "epoch": e}, save_path)
+    if best_ep is not None:
         net.load_state_dict(torch.load(save_path, weights_only=True)["model"])
     return net
 
 
 @torch.no_grad()
 def score_model(learner, batches, loss_function, where):
-    learner.eval()
+    learner.train(False)
     running_loss = 0.0
     hits = 0
     total = 0

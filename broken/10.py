@@ -11,42 +11,89 @@ CLASSES = 4
 DIM = 16
 
 
-def run() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", help="cpu or cuda (default: $KATA_DEVICE, else cuda if available)")
-    device = get_device(ap.parse_args().device)
-    torch.manual_seed(0)
-    train_data = PointDataset(*make_dataset(1024, rng_seed=1), jitter=0.3)
-    val_data = PointDataset(*make_dataset(512, rng_seed=2))
-    training_data = DataLoader(train_data, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
-                              worker_init_fn=worker_init, generator=torch.Generator().manual_seed(0))
-    val_batches = DataLoader(val_data, batch_size=128)
-    train_model(TwoPathMLP(), training_data, val_batches, device)
-
-
 def train_model(network, train_batches, holdout, where, max_epochs=4, learning_rate=1e-2, save_path="best.pt"):
     network.to(where)
     loss_fn = nn.CrossEntropyLoss(label_smoothing=0.05)
-    updater = torch.optim.AdamW(network.parameters(), lr=learning_rate, weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.OneCycleLR(updater, max_lr=learning_rate, total_steps=max_epochs * len(train_batches))
-    best_loss = math.inf
-    best_at = None
-    for e in range(max_epochs):
-        tr_loss = fit_epoch(network, train_batches, loss_fn, updater, sched, where)
-        holdout_loss, accuracy = score_model(network, holdout, loss_fn, where)
-        print(f"epoch {e}  train {tr_loss:.4f}  val {holdout_loss:.4f}  acc {accuracy:.3f}  lr {sched.get_last_lr()[0]:.2e}")
-        if holdout_loss < best_loss:
-            best_loss = holdout_loss
-            best_at = e
-            torch.save({"model": network.state_dict(), "optimizer": updater.state_dict(), "epoch": e}, save_path)
-    if best_at is not None:
+    decay = [q for q in network.parameters() if q.dim() >= 2]
+    no_decay = [probs for probs in network.parameters() if probs.dim() < 2]
+    groups = [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=learning_rate)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=learning_rate, total_steps=max_epochs * len(train_batches))
+    lowest_val = math.inf
+    best_idx = None
+    for ep in range(max_epochs):
+        epoch_loss = fit_epoch(network, train_batches, loss_fn, opt, sched, where)
+        va_loss, val_acc = score_model(network, holdout, loss_fn, where)
+        print(f"epoch {ep}  train {epoch_loss:.4f}  val {va_loss:.4f}  acc {val_acc:.3f}  lr {sched.get_last_lr()[0]:.2e}")
+        if va_loss < lowest_val:
+            lowest_val = va_loss
+            best_idx = ep
+            torch.save({"model": network.state_dict(), "optimizer": opt.state_dict(), "epoch": ep}, save_path)
+    if best_idx is not None:
         network.load_state_dict(torch.load(save_path, weights_only=True)["model"])
     return network
 
 
-def get_device(asked: str | None) -> torch.device:
-    kind = asked or os.environ.get("KATA_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(kind)
+class TwoPathMLP(nn.Module):
+    def __init__(self, width: int = 64, depth: int = 2):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Linear(DIM, width), nn.BatchNorm1d(width), nn.ReLU())
+        self.blocks = nn.ModuleList([nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width))
+                                     for _ in range(depth)])
+        self.drop = nn.Dropout(0.2)
+        self.head = nn.Linear(width, CLASSES)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        feats = self.stem(x)
+        for block in self.blocks:
+            feats = feats + block(feats)
+            feats = feats * math.sqrt(0.5)
+        return self.head(self.drop(torch.relu(feats)))
+
+
+@torch.no_grad()
+def score_model(net, batch_iter, objective, target_device):
+    net.train(False)
+    running_loss = 0.0
+    hits = 0
+    count = 0
+    for inputs, labels in batch_iter:
+        inputs, labels = inputs.to(target_device), labels.to(target_device)
+        with torch.autocast(target_device.type, dtype=torch.bfloat16, enabled=target_device.type == "cuda"):
+            logits = net(inputs)
+        running_loss += objective(logits.float(), labels).item() * len(labels)
+        hits += (logits.argmax(1) == labels).sum().item()
+        count += len(labels)
+    return running_loss / count, hits / count
+
+
+def cli_main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", help="cpu or cuda (default: $KATA_DEVICE, else cuda if available)")
+    device = get_device(ap.parse_args().device)
+    torch.manual_seed(0)
+    x, targets = make_dataset(1024, rng_seed=1)
+    mean, std = x.mean(0), x.std(0)
+    training_set = PointDataset((x - mean) / std, targets, jitter=0.3)
+    val_x, val_y = make_dataset(500, rng_seed=2)
+    val_data = PointDataset((val_x - mean) / std, val_y)
+    training_data = DataLoader(training_set, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
+                              worker_init_fn=worker_init, generator=torch.Generator().manual_seed(0))
+    valid_dl = DataLoader(val_data, batch_size=128)
+    train_model(TwoPathMLP(), training_data, valid_dl, device)
+
+
+def worker_init(worker: int) -> None:
+    worker_info = get_worker_info()
+    worker_info.dataset.rng.manual_seed(worker_info.seed)
+
+
+def make_dataset(total: int, rng_seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(rng_seed)
+    anchors = torch.randn(2 * CLASSES, DIM, generator=torch.Generator().manual_seed(0)) * 1.5
+    component = torch.randint(0, 2 * CLASSES, (total,), generator=gen)
+    features = anchors[component] + torch.randn(total, DIM, generator=gen)
+    return 100 + 25 * features, component % CLASSES
 
 
 class PointDataset(Dataset):
@@ -69,8 +116,7 @@ def fit_epoch(learner, dl, loss_function, optim_, schedule, dev, clip=0.1):
     cum_loss = 0.0
     n_examples = 0
     for batch_x, batch_y in dl:
-        batch_x = batch_x.to(dev, non_blocking=True)
-        batch_y = batch_y.to(dev, non_blocking=True)
+        batch_x, batch_y = batch_x.to(dev, non_blocking=True), batch_y.to(dev, non_blocking=True)
         optim_.zero_grad(set_to_none=True)
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda"):
             outputs = learner(batch_x)
@@ -83,48 +129,10 @@ def fit_epoch(learner, dl, loss_function, optim_, schedule, dev, clip=0.1):
     return cum_loss / n_examples
 
 
-def worker_init(worker: int) -> None:
-    worker_info = get_worker_info()
-    worker_info.dataset.rng.manual_seed(worker_info.seed)
-
-
-class TwoPathMLP(nn.Module):
-    def __init__(self, width: int = 64):
-        super().__init__()
-        self.stem = nn.Sequential(nn.Linear(DIM, width), nn.BatchNorm1d(width), nn.ReLU())
-        self.deep = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, width))
-        self.shortcut = nn.Linear(width, width)
-        self.drop = nn.Dropout(0.1)
-        self.head = nn.Linear(width, CLASSES)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        feats = self.stem(x)
-        feats = torch.relu(self.deep(feats) + self.shortcut(feats))
-        return self.head(self.drop(feats))
-
-
-def make_dataset(total: int, rng_seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(rng_seed)
-    anchors = torch.randn(2 * CLASSES, DIM, generator=torch.Generator().manual_seed(0)) * 1.5
-    component = torch.randint(0, 2 * CLASSES, (total,), generator=gen)
-    features = anchors[component] + torch.randn(total, DIM, generator=gen)
-    return features, component % CLASSES
-
-
-@torch.no_grad()
-def score_model(net, batch_iter, objective, target_device):
-    net.eval()
-    running_loss, hits, count = 0.0, 0, 0
-    for inputs, labels in batch_iter:
-        inputs = inputs.to(target_device)
-        labels = labels.to(target_device)
-        with torch.autocast(target_device.type, dtype=torch.bfloat16, enabled=target_device.type == "cuda"):
-            logits = net(inputs)
-        running_loss += objective(logits.float(), labels).item() * len(labels)
-        hits += (logits.argmax(1) == labels).sum().item()
-        count += len(labels)
-    return running_loss / count, hits / count
+def get_device(choice: str | None) -> torch.device:
+    kind = choice or os.environ.get("KATA_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(kind)
 
 
 if __name__ == "__main__":
-    run()
+    cli_main()

@@ -11,54 +11,17 @@ K = 4
 D_IN = 16
 
 
-def synth_data(seen: int, random_seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(random_seed)
-    centers = torch.randn(2 * K, D_IN, generator=torch.Generator().manual_seed(0)) * 1.5
-    group = torch.randint(0, 2 * K, (seen,), generator=gen)
-    inputs = centers[group] + torch.randn(seen, D_IN, generator=gen)
-    return inputs, group % K
-
-
-def run_training(learner, train_batches, valid_dl, target_device, num_epochs=4, base_lr=1e-2, best_path="best.pt"):
-    learner.to(target_device)
-    objective = nn.CrossEntropyLoss(label_smoothing=0.05)
-    optim_ = torch.optim.AdamW(learner.parameters(), lr=base_lr, weight_decay=0.01)
-    lr_schedule = torch.optim.lr_scheduler.OneCycleLR(optim_, max_lr=base_lr, total_steps=num_epochs * len(train_batches))
-    lowest_val, best_ep = math.inf, None
-    for e in range(num_epochs):
-        tr_loss = run_epoch(learner, train_batches, objective, optim_, lr_schedule, target_device)
-        eval_loss, val_acc = eval_model(learner, valid_dl, objective, target_device)
-        print(f"epoch {e}  train {tr_loss:.4f}  val {eval_loss:.4f}  acc {val_acc:.3f}  lr {lr_schedule.get_last_lr()[0]:.2e}")
-        if eval_loss < lowest_val:
-            lowest_val = eval_loss
-            best_ep = e
-            torch.save({"model": learner.state_dict(), "optimizer": optim_.state_dict(), "epoch": e}, best_path)
-    if best_ep is not None:
-        learner.load_state_dict(torch.load(best_path, weights_only=True)["model"])
-    return learner
-
-
 def worker_init(worker_index: int) -> None:
     winfo = get_worker_info()
     winfo.dataset.rng.manual_seed(winfo.seed)
 
 
-def run() -> None:
-    cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    cli.add_argument("--device", help="cpu or cuda (default: $KATA_DEVICE, else cuda if available)")
-    device = resolve_device(cli.parse_args().device)
-    torch.manual_seed(0)
-    train_data = PointDataset(*synth_data(1024, random_seed=1), jitter=0.3)
-    val_data = PointDataset(*synth_data(512, random_seed=2))
-    training_data = DataLoader(train_data, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
-                              worker_init_fn=worker_init, generator=torch.Generator().manual_seed(0))
-    val_batches = DataLoader(val_data, batch_size=128)
-    run_training(Net(), training_data, val_batches, device)
-
-
-def resolve_device(asked: str | None) -> torch.device:
-    device_name = asked or os.environ.get("KATA_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device_name)
+def synth_data(seen: int, random_seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(random_seed)
+    centers = torch.randn(2 * K, D_IN, generator=torch.Generator().manual_seed(0)) * 1.5
+    group = torch.randint(0, 2 * K, (seen,), generator=gen)
+    inputs = centers[group] + torch.randn(seen, D_IN, generator=gen)
+    return 100 + 25 * inputs, group % K
 
 
 class PointDataset(Dataset):
@@ -77,23 +40,66 @@ class PointDataset(Dataset):
 
 
 class Net(nn.Module):
-    def __init__(self, width: int = 64):
+    def __init__(self, width: int = 64, depth: int = 2):
         super().__init__()
         self.stem = nn.Sequential(nn.Linear(D_IN, width), nn.BatchNorm1d(width), nn.ReLU())
-        self.deep = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, width))
-        self.shortcut = nn.Linear(width, width)
+        self.blocks = nn.ModuleList([nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width))
+                                     for _ in range(depth)])
         self.head = nn.Linear(width, K)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         feats = self.stem(x)
-        feats = torch.relu(self.deep(feats) + self.shortcut(feats))
-        return self.head(nn.functional.dropout(feats, 0.1))
+        for block in self.blocks:
+            feats = feats + block(feats)
+            feats = feats * math.sqrt(0.5)
+        return self.head(nn.functional.dropout(torch.relu(feats), 0.2))
+
+
+def entry() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", help="cpu or cuda (default: $KATA_DEVICE, else cuda if available)")
+    device = get_device(ap.parse_args().device)
+    torch.manual_seed(0)
+    x, targets = synth_data(1024, random_seed=1)
+    mean = x.mean(0)
+    std = x.std(0)
+    training_set = PointDataset((x - mean) / std, targets, jitter=0.3)
+    val_x, val_y = synth_data(500, random_seed=2)
+    val_data = PointDataset((val_x - mean) / std, val_y)
+    training_data = DataLoader(training_set, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
+                              worker_init_fn=worker_init, generator=torch.Generator().manual_seed(0))
+    holdout = DataLoader(val_data, batch_size=128)
+    run_training(Net(), training_data, holdout, device)
+
+
+def run_training(learner, train_batches, valid_dl, target_device, num_epochs=4, base_lr=1e-2, best_path="best.pt"):
+    learner.to(target_device)
+    objective = nn.CrossEntropyLoss(label_smoothing=0.05)
+    decay = [q for q in learner.parameters() if q.dim() >= 2]
+    no_decay = [probs for probs in learner.parameters() if probs.dim() < 2]
+    groups = [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}]
+    optim_ = torch.optim.AdamW(groups, lr=base_lr)
+    lr_schedule = torch.optim.lr_scheduler.OneCycleLR(optim_, max_lr=base_lr, total_steps=num_epochs * len(train_batches))
+    best_loss = math.inf
+    best_idx = None
+    for ep in range(num_epochs):
+        fit_loss = run_epoch(learner, train_batches, objective, optim_, lr_schedule, target_device)
+        eval_loss, score = eval_model(learner, valid_dl, objective, target_device)
+        print(f"epoch {ep}  train {fit_loss:.4f}  val {eval_loss:.4f}  acc {score:.3f}  lr {lr_schedule.get_last_lr()[0]:.2e}")
+        if eval_loss < best_loss:
+            best_loss, best_idx = eval_loss, ep
+            torch.save({"model": learner.state_dict(), "optimizer": optim_.state_dict(), "epoch": ep}, best_path)
+    if best_idx is not None:
+        learner.load_state_dict(torch.load(best_path, weights_only=True)["model"])
+    return learner
 
 
 @torch.no_grad()
 def eval_model(clf, batches, loss_fn, where):
     clf.train(False)
-    running_loss, right, total = 0.0, 0, 0
+    running_loss = 0.0
+    right = 0
+    total = 0
     for features, batch_y in batches:
         features = features.to(where)
         batch_y = batch_y.to(where)
@@ -123,5 +129,10 @@ def run_epoch(net, batch_iter, loss_function, updater, schedule, dev, clip=0.1):
     return cum_loss / count
 
 
+def get_device(wanted: str | None) -> torch.device:
+    kind = wanted or os.environ.get("KATA_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(kind)
+
+
 if __name__ == "__main__":
-    run()
+    entry()

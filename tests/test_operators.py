@@ -61,8 +61,8 @@ def test_same_input_and_seed_give_the_same_output_and_site_ids_are_descriptive()
     assert first == second
     ctx = Context(source)
     ids = [s.id for s in sites(detach, ctx)]
-    assert ids == ["detach:Classifier.forward:self.deep(h)", "detach:Classifier.forward:self.drop(h)",
-                   "detach:Classifier.forward:self.shortcut(h)", "detach:Classifier.forward:self.stem(x)"]
+    assert ids == ["detach:Classifier.forward:block(h)", "detach:Classifier.forward:self.drop(torch.relu(h))",
+                   "detach:Classifier.forward:self.stem(x)"]
     assert {inject(detach, ctx, seed).site for seed in range(20)} == set(ids)
 
 

@@ -16,6 +16,16 @@ def submodule_calls(node: cst.CSTNode) -> list[cst.Call]:
     return [c for c in find(node, cst.Call) if is_self_attribute(c.func)]
 
 
+def looped_submodule_calls(node: cst.CSTNode) -> list[cst.Call]:
+    """Calls ``block(...)`` of a loop variable over a submodule container: ``for block in self.blocks:``."""
+    found = []
+    for loop in find(node, cst.For):
+        if isinstance(loop.target, cst.Name) and is_self_attribute(loop.iter):
+            found += [c for c in find(loop.body, cst.Call)
+                      if isinstance(c.func, cst.Name) and c.func.value == loop.target.value]
+    return found
+
+
 def module_classes(ctx: Context) -> Iterator[tuple[cst.ClassDef, dict[str, cst.FunctionDef]]]:
     """Each ``nn.Module`` subclass of the file, with its methods by name."""
     for cls in ctx.all(cst.ClassDef):
@@ -45,13 +55,15 @@ class DetachBranch(Operator):
         for _, methods in module_classes(ctx):
             for function in called_from_forward(methods):
                 calls = [c for c in submodule_calls(function) if c.func.attr.value not in methods]
+                calls += looped_submodule_calls(function)
                 sites += [Site(f"detach:{ctx.where(c)}:{ctx.code(c)}", c)
                           for c in calls if self.feeds_submodule(ctx, c, calls, function)]
         return sites
 
     @staticmethod
     def feeds_submodule(ctx: Context, call: cst.Call, calls: list[cst.Call], function: cst.FunctionDef) -> bool:
-        """Whether ``call``'s output reaches another submodule call, directly or through a local name."""
+        """Whether ``call``'s output reaches another submodule call, directly or through a local name (from inside
+        a loop over blocks: a call after the loop)."""
         if any(a in calls for a in ctx.ancestors(call)):
             return True
         statement = ctx.statement(call)
@@ -59,8 +71,9 @@ class DetachBranch(Operator):
         if name is None:
             return False
         body = list(function.body.body)
-        later = body[body.index(statement) + 1:] if statement in body else []
-        return any(names(c, name) for s in later for c in submodule_calls(s) if c in calls)
+        top = next((a for a in ctx.ancestors(statement) if a in body), statement)
+        later = body[body.index(top) + 1:] if top in body else []
+        return any(names(c, name) for s in later for c in find(s, cst.Call) if c in calls)
 
     def mutate(self, ctx: Context, site: Site):
         return rewrite(ctx.module, {site.node: lambda call: cst.Call(func=cst.Attribute(value=call, attr=cst.Name("detach")))})

@@ -1,10 +1,11 @@
 """A correct PyTorch training script: a small classifier on synthetic data.
 
-Every detail of the canonical loop is right: train/eval toggling,
-zero_grad(set_to_none=True), .item() accumulation, clipping before the step,
-a per-step OneCycle schedule, validation under no_grad, a best checkpoint with
-the optimizer state, and a Dataset whose augmentation generator is seeded per
-DataLoader worker. Run it with `python reference/classifier.py [--device cuda]`.
+Every detail of the canonical loop is right: inputs standardised with the
+training set's statistics, train/eval toggling, zero_grad(set_to_none=True),
+.item() accumulation, clipping before the step, AdamW without decay on biases
+and normalisation weights, a per-step OneCycle schedule, validation under
+no_grad, a best checkpoint with the optimizer state, and a Dataset whose
+augmentation generator is seeded per DataLoader worker. Run it with `python reference/classifier.py [--device cuda]`.
 """
 import argparse
 import math
@@ -19,12 +20,12 @@ NUM_FEATURES = 16
 
 
 def make_data(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Gaussian clusters, two per class, so no single linear cut separates them."""
+    """Gaussian clusters, two per class, so no single linear cut separates them, in raw sensor units."""
     g = torch.Generator().manual_seed(seed)
     centres = torch.randn(2 * NUM_CLASSES, NUM_FEATURES, generator=torch.Generator().manual_seed(0)) * 1.5
     cluster = torch.randint(0, 2 * NUM_CLASSES, (n,), generator=g)
     x = centres[cluster] + torch.randn(n, NUM_FEATURES, generator=g)
-    return x, cluster % NUM_CLASSES
+    return 100 + 25 * x, cluster % NUM_CLASSES
 
 
 class JitteredPoints(Dataset):
@@ -51,20 +52,22 @@ def seed_worker(worker_id: int) -> None:
 
 
 class Classifier(nn.Module):
-    """A stem feeding two branches (deep and shortcut) that merge before the head."""
+    """A stem, a stack of residual blocks, and a head behind dropout."""
 
-    def __init__(self, width: int = 64):
+    def __init__(self, width: int = 64, depth: int = 2):
         super().__init__()
         self.stem = nn.Sequential(nn.Linear(NUM_FEATURES, width), nn.BatchNorm1d(width), nn.ReLU())
-        self.deep = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Dropout(0.2), nn.Linear(width, width))
-        self.shortcut = nn.Linear(width, width)
-        self.drop = nn.Dropout(0.1)
+        self.blocks = nn.ModuleList([nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width))
+                                     for _ in range(depth)])
+        self.drop = nn.Dropout(0.2)
         self.head = nn.Linear(width, NUM_CLASSES)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.stem(x)
-        h = torch.relu(self.deep(h) + self.shortcut(h))
-        return self.head(self.drop(h))
+        for block in self.blocks:
+            h = h + block(h)
+            h = h * math.sqrt(0.5)  # the sum of two unit-variance streams, scaled back to unit variance
+        return self.head(self.drop(torch.relu(h)))
 
 
 def train_one_epoch(model, loader, criterion, optimizer, scheduler, device, max_grad_norm=0.1):
@@ -102,7 +105,10 @@ def evaluate(model, loader, criterion, device):
 def fit(model, train_loader, val_loader, device, epochs=4, lr=1e-2, checkpoint="best.pt"):
     model.to(device)
     criterion = nn.CrossEntropyLoss(label_smoothing=0.05)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    decay = [p for p in model.parameters() if p.dim() >= 2]  # weight matrices
+    no_decay = [p for p in model.parameters() if p.dim() < 2]  # biases and normalisation weights
+    groups = [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=lr)
     scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=epochs * len(train_loader))
     best_val, best_epoch = math.inf, None
     for epoch in range(epochs):
@@ -127,8 +133,11 @@ def main() -> None:
     parser.add_argument("--device", help="cpu or cuda (default: $KATA_DEVICE, else cuda if available)")
     device = pick_device(parser.parse_args().device)
     torch.manual_seed(0)
-    train_set = JitteredPoints(*make_data(1024, seed=1), jitter=0.3)
-    val_set = JitteredPoints(*make_data(512, seed=2))
+    x, y = make_data(1024, seed=1)
+    mean, std = x.mean(0), x.std(0)
+    train_set = JitteredPoints((x - mean) / std, y, jitter=0.3)
+    val_x, val_y = make_data(500, seed=2)
+    val_set = JitteredPoints((val_x - mean) / std, val_y)
     train_loader = DataLoader(train_set, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
                               worker_init_fn=seed_worker, generator=torch.Generator().manual_seed(0))
     val_loader = DataLoader(val_set, batch_size=128)
