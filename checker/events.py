@@ -7,7 +7,8 @@ fires. The records are plain dataclasses; this module does not import torch.
 ==================  ==========================================================
 event               arguments
 ==================  ==========================================================
-``BATCH``           the batch a DataLoader just yielded (``session.current`` is its pass)
+``BATCH``           the batch a DataLoader just yielded (``session.current`` is its pass, whose ``order``
+                    holds the indices its sampler drew)
 ``PASS_END``        the :class:`Pass` whose DataLoader iterator just ran out
 ``FORWARD``         a :class:`Forward` that just started (a top-level module call)
 ``FORWARD_END``     ``(forward, output)`` once that call returned
@@ -56,6 +57,18 @@ class Pass:
     loader: int
     batches: int = 0  # batches a forward ran on (a batch fetched, then dropped by a `break`, is not due an update)
     updates: int = 0  # updates that applied gradients of this pass's batches
+    order: Order | None = None  # the indices its sampler yielded; None: none drawn (an IterableDataset has no sampler)
+    ref: Any = None  # a weak reference to the DataLoader
+
+
+@dataclass
+class Order:
+    """The indices a DataLoader's sampler (or batch sampler) yielded during one pass, in order: cheap to keep."""
+
+    head: list[list] = field(default_factory=list)  # the first few index batches, each a list of indices
+    batches: int = 0  # index batches drawn (a worker prefetches a few ahead of the batches yielded)
+    indices: int = 0
+    digest: int = 0  # a hash of every index batch, in order: equal digests, equal orders (within one run)
 
 
 @dataclass

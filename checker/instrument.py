@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
+import weakref
 from typing import Any, Callable
 
 import torch
@@ -20,12 +22,14 @@ from torch.nn.modules import module as module_hooks
 from torch.optim import lr_scheduler
 from torch.optim import optimizer as optimizer_hooks
 from torch.utils.data import DataLoader
+from torch.utils.data.dataloader import _DatasetKind
 
 from checker import workers
-from checker.events import Event, LossCall, Pass
+from checker.events import Event, LossCall, Order, Pass
 from checker.session import Session
 
 DROPOUT_FUNCTIONS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
+KEPT_INDEX_BATCHES = 8  # index batches of a pass kept in full (the rest only in the pass's digest)
 LOSS_FUNCTIONS = ("cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "mse_loss",
                   "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "gaussian_nll_loss", "poisson_nll_loss")
 
@@ -37,6 +41,7 @@ class Instrumentation:
         self._hooks: list[tuple[Any, str, Any, int]] = []
         self._loaders: dict[int, int] = {}
         self._loader_refs: list[DataLoader] = []  # keeps id() unique for the whole run
+        self._latest: dict[int, Pass] = {}  # id() of a DataLoader -> the pass its latest iteration started
         self._scheduler_init = 0
         self._scheduler_step = 0
 
@@ -109,13 +114,28 @@ class Instrumentation:
             key = instrumentation._loaders.setdefault(id(loader), len(instrumentation._loaders))
             if len(instrumentation._loader_refs) <= key:
                 instrumentation._loader_refs.append(loader)
-            observed = Pass(len(session.passes), key)
+            observed = Pass(len(session.passes), key, ref=weakref.ref(loader))
             session.passes.append(observed)
+            instrumentation._latest[id(loader)] = observed
             with workers.observed(loader, session.channel_dir, key, observed.index):
                 iterator = original(loader)
             return ObservedIterator(iterator, session, observed, loader)
 
         self._patch(DataLoader, "__iter__", __iter__)
+        self._wrap_index_sampler()
+
+    def _wrap_index_sampler(self) -> None:
+        """The sampler a DataLoader iterator draws indices from is handed out wrapped, to record them."""
+        original = DataLoader._index_sampler
+        latest = self._latest
+
+        def _index_sampler(loader: DataLoader) -> Any:
+            sampler = original.fget(loader)
+            if loader._dataset_kind != _DatasetKind.Map:  # an IterableDataset's "sampler" yields no indices
+                return sampler
+            return RecordedSampler(sampler, latest, id(loader))
+
+        self._patch(DataLoader, "_index_sampler", property(_index_sampler))
 
     def _wrap_clip(self) -> None:
         from torch.nn.utils import clip_grad
@@ -267,6 +287,62 @@ class ObservedIterator:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+class RecordedSampler:
+    """A DataLoader's (batch) sampler, whose iterations record the indices they yield into the latest pass."""
+
+    def __init__(self, inner: Any, latest: dict[int, Pass], loader: int):
+        self._inner, self._latest, self._loader = inner, latest, loader
+
+    def __iter__(self) -> Any:
+        iterator = iter(self._inner)  # drawn now, as the DataLoader would: the script's random draws keep their order
+        observed = self._latest.get(self._loader)
+        if observed is None:
+            return iterator
+        observed.order = Order()
+        return RecordingIterator(iterator, observed.order)
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class RecordingIterator:
+    def __init__(self, inner: Any, order: Order):
+        self._inner, self._order = inner, order  # None once recording failed
+
+    def __iter__(self) -> "RecordingIterator":
+        return self
+
+    def __next__(self) -> Any:
+        drawn = next(self._inner)
+        if self._order is not None:
+            try:
+                record(self._order, drawn)
+            except Exception:  # never break the script's loading: stop recording, and leave no partial order
+                self._order.head.clear()
+                self._order.batches = self._order.indices = 0
+                self._order = None
+        return drawn
+
+
+def record(order: Order, drawn: Any) -> None:
+    """Add an index batch (or one index, without automatic batching) to a pass's order."""
+    items = drawn.tolist() if hasattr(drawn, "tolist") else drawn  # a tensor or an array of indices
+    if not isinstance(items, (list, tuple)):
+        items = [items]
+    try:
+        key = tuple(map(operator.index, items))
+    except TypeError:  # keys that are not integers (a dict-like dataset's)
+        key = tuple(map(repr, items))
+    order.batches += 1
+    order.indices += len(key)
+    order.digest = hash((order.digest, key))
+    if len(order.head) < KEPT_INDEX_BATCHES:
+        order.head.append(list(key))
 
 
 def observing(original: Callable, look: Callable[[dict], None]) -> Callable:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 LOG_CAP = 20 * 2**20  # bytes kept in the log file
 TAIL = 4000  # characters shown in reports
-KEEP_LOGS = 100  # newest logs kept; older ones go once they are a day old
-MAX_AGE = 24 * 3600
+KEEP_LOGS = 100  # newest logs kept; older ones go once they are an hour old
+MAX_AGE = 3600
 
 
 def log_folder() -> Path:
@@ -52,13 +52,17 @@ class OutputReader(threading.Thread):
 
 
 def prune(folder: Path) -> None:
-    """Remove day-old logs beyond the newest ``KEEP_LOGS`` (other checks may be pruning at the same time)."""
+    """Remove logs beyond the newest ``KEEP_LOGS`` once they are an hour old (a log still being written is newer;
+    other checks may be pruning at the same time). One directory scan: cheap however many logs a busy day left."""
     logs = []
-    for path in folder.glob("*.log"):
-        try:
-            logs.append((path.stat().st_mtime, path))
-        except FileNotFoundError:
-            continue
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.endswith(".log"):
+                try:
+                    logs.append((entry.stat().st_mtime, entry.path))
+                except FileNotFoundError:
+                    continue
+    now = time.time()
     for mtime, old in sorted(logs)[:-KEEP_LOGS]:
-        if time.time() - mtime > MAX_AGE:
-            old.unlink(missing_ok=True)
+        if now - mtime > MAX_AGE:
+            Path(old).unlink(missing_ok=True)

@@ -3,15 +3,27 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from katas.engine.operator import Operator
+if TYPE_CHECKING:  # the CLI reads difficulties without paying for libcst
+    from katas.engine.operator import Operator
+
+# What a difficulty means: how much the script's own run shows, and so what a learner must do to find the bug.
+DIFFICULTIES = {
+    "easy": "the run's own output shows that something is wrong (a loss that does not fall, NaN, an impossible "
+            "metric, memory that grows); a careful reading of one function finds the line",
+    "medium": "the output looks plausible; one standard measurement (weights before and after a step, the learning "
+              "rate per step, gradient norms, the mode of each layer) shows it",
+    "hard": "the output looks normal; only a targeted experiment (evaluate twice, compare epochs' orders, a gradient "
+            "against finite differences, what each parameter group does) reveals it",
+}
 
 
 @dataclass(frozen=True)
 class Bug:
     id: str
     title: str
-    difficulty: str  # easy | medium | hard
+    difficulty: str  # a key of DIFFICULTIES
     observe: str  # what a learner would see when the script runs; never the cause
     hints: tuple[str, str, str]  # from a nudge to nearly the answer
     why: str

@@ -4,6 +4,7 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import random
 import time
 from concurrent.futures import ProcessPoolExecutor
 
@@ -12,15 +13,18 @@ from click.testing import CliRunner
 from conftest import REFERENCES, WORKERS, check_all, failed_probes
 
 from checker.findings import NOT_APPLICABLE, PASS
+from katas.bugs import BUGS
 from katas.cli import main
-from katas.interview.task import generate
+from katas.engine.context import Context
+from katas.engine.inject import sites
+from katas.interview.task import LEVELS, Task, generate, plant
 
 NAMES = ("classifier", "binary")
 SOURCES = {name: (REFERENCES / f"{name}.py").read_text() for name in NAMES}
 
 
-CHECKED = 12  # seeds whose 3-bug tasks and bug-free disguises run under the checker (24 checks)
-GENERATED = 60  # seeds whose 3-bug tasks are generated and diffed (CHECKED seeds also with 1 and 2 bugs)
+CHECKED = 8  # seeds whose 3-bug tasks and bug-free disguises run under the checker (16 checks)
+GENERATED = 40  # seeds whose 3-bug tasks are generated and diffed (CHECKED seeds also with 1 and 2 bugs)
 
 
 def task_for(seed: int, n_bugs: int):
@@ -52,6 +56,51 @@ def checked_tasks(tmp_path_factory):
             scripts[seed, kind] = path
     reports = check_all(sorted(set(scripts.values())))
     return tasks(), {case: reports[path] for case, path in scripts.items()}
+
+
+@functools.cache
+def leveled() -> dict:
+    """A 3-bug task at each difficulty, on each reference, generated once, in parallel."""
+    cases = [(name, level, 0) for name in NAMES for level in LEVELS]
+    with ProcessPoolExecutor(max_workers=WORKERS) as pool:
+        made = pool.map(generate, [c[0] for c in cases], [SOURCES[c[0]] for c in cases], [3] * len(cases),
+                        [c[2] for c in cases], [c[1] for c in cases])
+        return dict(zip(cases, made))
+
+
+def test_difficulty_draws_its_own_level_first_and_nothing_harder():
+    for (name, level, seed), task in leveled().items():
+        levels = [LEVELS.index(p.bug.difficulty) for p in task.planted]
+        assert max(levels) <= LEVELS.index(level), (name, level, seed)
+        assert level not in available(name) or LEVELS.index(level) in levels, (name, level, seed)
+    for name in NAMES:
+        mean = {level: sum(LEVELS.index(p.bug.difficulty) for (n, lv, _), t in leveled().items()
+                           if n == name and lv == level for p in t.planted) for level in LEVELS}
+        assert mean["easy"] < mean["medium"] < mean["hard"], (name, mean)
+
+
+@functools.cache
+def applicable(name: str) -> frozenset[str]:
+    ctx = Context(SOURCES[name])
+    return frozenset(b.id for b in BUGS.values() if sites(b, ctx))
+
+
+def available(name: str) -> set[str]:
+    return {BUGS[bug].difficulty for bug in applicable(name)}
+
+
+def test_tasks_draw_from_the_whole_catalogue():
+    """Every bug that applies to a reference can be planted into its disguised task, and the generated tasks
+    (plain, and of each difficulty) between them show most of the catalogue."""
+    for name in NAMES:
+        seed = NAMES.index(name)
+        solution = tasks()[seed, 3].solution
+        ctx = Context(solution)
+        for bug in sorted(applicable(name)):
+            assert plant(Task(name, seed, None, "", solution, solution), BUGS[bug], random.Random(0), ctx), bug
+        planted = {p.bug.id for (seed, _), task in tasks().items() if NAMES[seed % 2] == name for p in task.planted}
+        planted |= {p.bug.id for (ref, _, _), task in leveled().items() if ref == name for p in task.planted}
+        assert len(planted) >= 0.8 * len(applicable(name)), (name, applicable(name) - planted)
 
 
 def test_every_task_plants_as_many_distinct_bugs_as_asked():

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import REFERENCES, failed_probes
+from conftest import REFERENCES, WORKERS, failed_probes
 
 from checker.findings import NOT_APPLICABLE, PASS
 from checker.runner import Limits, run
@@ -22,8 +23,10 @@ def cold_check(path):
 
 @pytest.fixture(scope="module")
 def reports():
-    runs = [{path: cold_check(path) for path in SCRIPTS} for _ in range(RUNS)]
-    return {path: [run[path] for run in runs] for path in SCRIPTS}
+    """Every reference, RUNS times, each run its own process, side by side."""
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        done = list(pool.map(cold_check, [path for _ in range(RUNS) for path in SCRIPTS]))
+    return {path: done[i::len(SCRIPTS)] for i, path in enumerate(SCRIPTS)}
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
@@ -44,9 +47,20 @@ def test_classifier_exercises_every_probe(reports):
     assert [f.probe for f in report.findings if f.status == NOT_APPLICABLE] == []
 
 
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory):
+    """Each reference run as a learner would, with plain Python, side by side."""
+    def plain(script):
+        return subprocess.run([sys.executable, str(script)], cwd=tmp_path_factory.mktemp(script.stem),
+                              capture_output=True, text=True, timeout=120)
+
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        return dict(zip(SCRIPTS, pool.map(plain, SCRIPTS)))
+
+
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
-def test_reference_runs_on_its_own_and_learns(script, tmp_path):
-    out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+def test_reference_runs_on_its_own_and_learns(script, standalone):
+    out = standalone[script]
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
     assert lines and all(line.startswith("epoch ") for line in lines)

@@ -3,13 +3,22 @@ from __future__ import annotations
 
 from katas.bugs import (
     clip_order,
+    data_inplace,
+    decay_norm,
     detach,
     eval_mode,
+    frozen,
     functional_dropout,
+    label_shift,
     leak,
     log0,
+    metric_count,
+    no_shuffle,
     no_step,
+    orphan_params,
+    raw_inputs,
     scheduler,
+    shape_broadcast,
     softmax_ce,
     train_mode,
     val_grad,
@@ -21,7 +30,8 @@ from katas.catalogue import Bug, UnknownBug
 BUGS: dict[str, Bug] = {
     module.BUG.id: module.BUG
     for module in (zero_grad, no_step, leak, eval_mode, val_grad, train_mode, detach, scheduler, log0, softmax_ce,
-                   functional_dropout, worker_seed, clip_order)
+                   functional_dropout, worker_seed, clip_order, metric_count, orphan_params, data_inplace,
+                   shape_broadcast, no_shuffle, label_shift, frozen, raw_inputs, decay_norm)
 }
 
 

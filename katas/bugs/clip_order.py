@@ -80,7 +80,7 @@ torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
 BUG = Bug(
     id="clip-order",
     title="Gradients clipped after the optimizer step",
-    difficulty="easy",
+    difficulty="medium",
     observe=("Gradient clipping is configured, yet the updates are as spiky as without it: logged update "
              "sizes jump far above what the clip value should allow."),
     hints=(

@@ -123,7 +123,7 @@ def without_decorator(ctx: Context, decorator: cst.Decorator) -> cst.Module:
 BUG = Bug(
     id="val-grad",
     title="Validation builds autograd graphs",
-    difficulty="easy",
+    difficulty="medium",
     observe=("Validation numbers are right, but validation is slower than it should be and memory peaks while it "
              "runs: a larger validation batch, which inference alone would fit, runs out of memory."),
     hints=(

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+import textwrap
 from pathlib import Path
 
 import click
@@ -29,10 +30,7 @@ def check(path: Path, device: str, timeout: float, idle: float, memory: float | 
     from what the program did, never from its text. The file is not modified.
 
     \b
-    Probes: grads-accumulate, graphs-retained, eval-mode, train-mode,
-    gradient-flow, lr-schedule, non-finite, worker-rng, clip-order,
-    weights-update, eval-no-grad, logit-input, and the health gate
-    (the script must still train and learn).
+    {probes}
 
     \b
     How much the report tells:
@@ -57,6 +55,18 @@ def check(path: Path, device: str, timeout: float, idle: float, memory: float | 
 
         show(report, make_console(), f"kata check {shlex.quote(str(path))}", injected, verbose)
     sys.exit(report.exit_code)
+
+
+def probe_list() -> str:
+    """The probes, in report order, wrapped for ``--help``."""
+    from checker.probes import PROBES
+
+    names = [probe.ID for probe in PROBES if probe.ID != "health"]
+    text = "Probes: " + ", ".join(names) + ", and the health gate (the script must still train and learn)."
+    return "\n    ".join(textwrap.wrap(text, 66, break_on_hyphens=False))
+
+
+check.help = check.help.replace("{probes}", probe_list())
 
 
 def disclosure(path: Path, report, injected: str | None, diagnose: bool) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from katas.catalogue import DIFFICULTIES
 from katas.commands.common import (
     EXIT_CODES,
     KataError,
@@ -25,8 +26,10 @@ from katas.commands.common import (
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Task folder: DIR/candidate/ for the candidate, DIR/key/ for you.")
 @click.option("--bugs", "n_bugs", type=click.IntRange(1, 6), default=3, show_default=True, help="How many bugs to plant.")
-@click.option("--difficulty", type=click.Choice(["easy", "medium", "hard"]),
-              help="Hardest bug allowed (default: any); at least one bug of that level when possible.")
+@click.option("--difficulty", type=click.Choice(list(DIFFICULTIES)),
+              help="Hardest level allowed, and drawn first (default: any level). easy: the run's output shows "
+                   "something is wrong; medium: one standard measurement shows it; hard: the output looks normal "
+                   "(see `kata bugs`).")
 @click.option("--seed", type=int, help="Same seed and version, same task, byte for byte (default: random).")
 @click.option("--minutes", type=click.IntRange(min=1), default=45, show_default=True, help="Time limit in the brief.")
 @click.option("--ref", "ref", metavar="NAME", help="Reference script to start from (default: chosen by the seed).")

@@ -316,6 +316,7 @@ def symptom(bug, report) -> str:
 def bugs(as_json: bool) -> None:
     """List the bugs you can practise on, and the reference scripts each applies to."""
     from katas.bugs import BUGS
+    from katas.catalogue import DIFFICULTIES
     from katas.engine.context import Context
     from katas.engine.inject import sites
 
@@ -323,7 +324,7 @@ def bugs(as_json: bool) -> None:
     rows = [{"id": b.id, "title": b.title, "difficulty": b.difficulty, "probes": list(b.probes),
              "references": [name for name, ctx in contexts.items() if sites(b, ctx)]} for b in BUGS.values()]
     if as_json:
-        click.echo(json.dumps({"schema": "torch-katas/bugs/1", "bugs": rows}, indent=2))
+        click.echo(json.dumps({"schema": "torch-katas/bugs/1", "bugs": rows, "difficulties": DIFFICULTIES}, indent=2))
         return
     from rich.table import Table
 
@@ -336,6 +337,9 @@ def bugs(as_json: bool) -> None:
         table.add_row(row["id"], row["title"], row["difficulty"], ", ".join(row["probes"]), ", ".join(row["references"]))
     console = make_console()
     console.print(table)
+    console.print()
+    for level, meaning in DIFFICULTIES.items():
+        console.print(f"[bold]{level}[/]: {meaning}.", highlight=False)
     console.print("\nPractise one with [bold]kata new --bug ID[/], or let chance pick with [bold]kata new[/].")
 
 

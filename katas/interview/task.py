@@ -13,13 +13,13 @@ import random
 from dataclasses import dataclass, field
 
 from katas.bugs import BUGS
-from katas.catalogue import Bug
+from katas.catalogue import DIFFICULTIES, Bug
 from katas.engine.context import Context
 from katas.engine.inject import sites
 from katas.interview.disguise import disguise
 from katas.interview.names import DESCRIPTIONS
 
-LEVELS = ("easy", "medium", "hard")
+LEVELS = tuple(DIFFICULTIES)  # easiest first
 # Pairs that hide each other's symptom: without eval() there is no evaluation mode to get stuck in;
 # a cut gradient path keeps the model from growing confident enough to reach log(0).
 CONFLICTS = {frozenset({"eval-mode", "train-mode"}), frozenset({"detach", "log0"})}
@@ -27,7 +27,17 @@ CONFLICTS = {frozenset({"eval-mode", "train-mode"}), frozenset({"detach", "log0"
 # and no step to keep a leaked graph across.
 CONFLICTS |= {frozenset({"no-step", other}) for other in ("zero-grad", "clip-order", "scheduler", "log0", "leak")}
 # Two bugs seen by one probe: fixing one would leave the symptom, and the grade could not tell which was fixed.
-CONFLICTS |= {frozenset({"eval-mode", "functional-dropout"})}
+CONFLICTS |= {frozenset({"eval-mode", "functional-dropout"}), frozenset({"frozen", "detach"}),
+              frozenset({"shape-broadcast", "metric-count"})}
+# Without a step there is no learning rate to train a frozen part with, no parameter group read at a step, and
+# no update for an unregistered block to miss.
+CONFLICTS |= {frozenset({"no-step", other}) for other in ("frozen", "decay-norm", "orphan-params")}
+# A detached block gets no gradient to miss; a float64 copy of the model leaves unregistered blocks in float32;
+# a model that cannot learn (broadcast targets, shifted labels) never grows confident enough to reach log(0).
+# A detach in front of the head leaves only the head's (correct) gradient for the finite-difference check.
+CONFLICTS |= {frozenset({"orphan-params", "detach"}), frozenset({"orphan-params", "data-inplace"}),
+              frozenset({"data-inplace", "detach"}),
+              frozenset({"shape-broadcast", "log0"}), frozenset({"label-shift", "log0"})}
 
 
 class TaskError(ValueError):
@@ -73,8 +83,8 @@ def generate(reference: str, source: str, n_bugs: int, seed: int, difficulty: st
     ctx = Context(clean)
     candidates = [b for b in BUGS.values() if eligible(b, difficulty) and sites(b, ctx)]
     rng.shuffle(candidates)
-    if difficulty is not None:  # lead with a bug of the requested level when there is one
-        candidates.sort(key=lambda b: b.difficulty != difficulty)
+    if difficulty is not None:  # the requested level first, then each level below it in turn
+        candidates.sort(key=lambda b: LEVELS.index(difficulty) - LEVELS.index(b.difficulty))
     for bug in candidates:
         if len(task.planted) == n_bugs:
             break

@@ -1,0 +1,363 @@
+"""reported-metric: the accuracy a script prints after an evaluation is the accuracy of that evaluation.
+
+What is observed. Every ``print`` of the checked process (to any file) is seen as
+it is written, unchanged: ``builtins.print`` is wrapped to hand its own arguments,
+untouched, to the original, with a file object that passes each write through to
+the real one and keeps a copy. Only printed text is read: a logger, a progress
+bar's postfix, ``sys.stdout.write`` or a returned value are not. In that text, a
+*reading* is a number right after an accuracy label: a word whose last part is
+``acc``, ``accuracy`` or ``acc1`` / ``acc@1`` (``acc``, ``val_acc``, ``Accuracy:``,
+``test/accuracy``, ``'acc': 0.9``, ``acc tensor(0.96)``), read as a fraction, a
+percentage (``97.2%``) or a count ``N/M``, and a parenthesised value right after
+it (``Accuracy: 475/500 (95%)``). Not read: labels that, with the words right
+before them, name another statistic (top-k for k > 1: ``acc5``, ``acc@5``,
+``top-5 acc``; balanced, macro, weighted or per-class accuracy; training
+accuracy), ``acc`` as part of another word (``acc_steps``, ``grad_acc``), and a
+label followed by words (``Accuracy of the network on ...: 96 %``). A label
+qualified as the best or maximum so far (``best acc``) is a *best* reading.
+
+Each print is placed on the run's timeline (:mod:`checker.session`). It is *tied*
+to an evaluation when the last top-level forward before it was an evaluation
+forward, no DataLoader pass of that forward was still running, and the next
+forward is not one more of the same evaluation (a print inside an evaluation loop
+is not judged). Its *candidates* come from the data the health gate already keeps
+(:mod:`checker.probes.health`: each forward's class decisions, from the loss's own
+input or else the model's output, against the batch's labels, one per sample):
+for each DataLoader pass (or run of forwards without one) among the evaluation
+forwards right before the print, correct / samples and the mean of its per-batch
+accuracies; all those passes together; the same two for the run of training
+forwards before them (a training accuracy printed beside a validation loss). A
+best reading's candidates are the accuracies of every evaluation pass until then,
+and 0 (a best not yet set).
+
+Rule. A reading *matches* a candidate a when |value - a| is at most half a unit of
+its last printed digit (at least 1e-5: float32 sums and means printed in full); a
+bare number matches as a fraction or as a percentage. A tied print *disagrees*
+when one of its readings matches no candidate. The probe fails when a print
+disagrees and each of its evaluation passes ran exactly one scored forward per
+batch; it cannot tell when only prints whose evaluation ran several scored
+forwards per batch disagree (test-time augmentation, an ensemble, two models in
+one loop: their combined decisions are not seen), or when no reading was tied to
+an evaluation (nothing printed, a logger); it passes when every tied reading
+matched; n/a when no evaluation forward was scored against labels (regression,
+generation, per-token outputs).
+
+Why a correct script does not fail. A correct accuracy is correct / samples of
+the outputs it was computed from, and the health gate's decisions are those
+outputs' argmax (the binary decision at 0 for scores, 1/2 for probabilities)
+against the same labels; percentages, ``N/M`` counts, ``torch.cat`` of the
+predictions, ``correct / len(loader.dataset)`` and a mean of per-batch accuracies
+all land on a candidate within the printed precision. A count of batches, or of
+batches times the batch size when the last batch is partial, in the denominator
+does not (500 samples in batches of 128: 4 batches, 512 padded samples). Not
+caught: an accuracy that is only logged, returned or stored; a wrong accuracy
+under a label this rule does not read. A custom decision threshold, or accuracy
+over another subset than the evaluated batches, would disagree: rare, and a
+reason to read the message. Cost: only ``print`` calls, one regular expression
+each; ties are worked out once, at the end of the run.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from checker.events import Event
+from checker.facts import RunFacts
+from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
+
+ID = "reported-metric"
+TITLE = "the printed accuracy is the evaluation's"
+SYMPTOM_ID, SYMPTOM = "printed-accuracy", "printed accuracy against outputs and labels"
+
+FLOOR = 1e-5  # the smallest tolerance, as a fraction: float32 sums and means
+MAX_PRINTS = 200  # prints with a reading kept for the summary
+MAX_TEXT = 160
+QUALIFIERS = 3  # words right before a label read for what it qualifies (best val acc)
+ACCURACY_WORDS = {"acc", "accuracy", "accu"}
+TRAILING = {"1", "score", "pct", "percent"}  # parts allowed after the accuracy word (acc1, acc@1, accuracy_score)
+BEST = {"best", "max", "maximum", "highest", "peak"}  # the best accuracy so far: judged against every earlier one
+OTHER_STATISTICS = {"bal", "balanced", "macro", "weighted", "class", "per",
+                    "train", "training", "trn", "grad", "mca"}
+WORD = re.compile(r"[A-Za-z][A-Za-z0-9_@/.\-]*[A-Za-z0-9]|[A-Za-z]")
+PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+VALUE = re.compile(rf"""['"]?\s*[:=]?\s*(?:[A-Za-z_][\w.]*\()?\s*(?P<num>{NUMBER})(?:\s*/\s*(?P<den>\d+)(?![\d.]))?"""
+                   rf"""(?P<pct>\s*%)?\)?""")
+ASIDE = re.compile(rf"""\s*\(\s*(?P<num>{NUMBER})(?:\s*/\s*(?P<den>\d+)(?![\d.]))?(?P<pct>\s*%)?\s*\)""")
+
+
+def parts_of(word: str) -> list[str]:
+    """``val_acc`` → [val, acc]; ``testAccuracy`` → [test, accuracy]; ``Acc@1`` → [acc, 1]."""
+    return [p.lower() for p in PARTS.findall(word)]
+
+
+def other_statistic(parts: list[str]) -> bool:
+    """Parts that say the number is another statistic than top-1 accuracy over samples: balanced, top-5, train ..."""
+    if OTHER_STATISTICS & set(parts):
+        return True
+    return any(p == "top" and i + 1 < len(parts) and parts[i + 1].isdigit() and parts[i + 1] != "1"
+               for i, p in enumerate(parts))
+
+
+def accuracy_label(word: str, before: list[str]) -> str | None:
+    """"current" for an accuracy label, "best" for the best accuracy so far, None for anything else. ``before``:
+    the words right before it, with only spaces between (``best val acc``)."""
+    parts = parts_of(word)
+    where = [i for i, p in enumerate(parts) if p in ACCURACY_WORDS]
+    if not where or not set(parts[where[-1] + 1:]) <= TRAILING:
+        return None
+    qualifiers = parts + [p for w in before for p in parts_of(w)]
+    if other_statistic(qualifiers):
+        return None
+    return "best" if BEST & set(qualifiers) else "current"
+
+
+def reading(match: re.Match) -> list[list[float]]:
+    """The fractions a matched number may stand for, each with its tolerance: ``[[value, tolerance], ...]``."""
+    text, den, percent = match["num"], match["den"], bool(match["pct"])
+    value = float(text)
+    if den is not None:
+        if "." in text or "e" in text.lower() or not 0 <= value <= int(den) or int(den) == 0:
+            return []  # not a count: "0.95/0.97"
+        return [[value / int(den), FLOOR]]
+    mantissa, _, exponent = text.lower().partition("e")
+    decimals = len(mantissa.partition(".")[2]) - (int(exponent) if exponent else 0)
+    half = 0.5 * 10.0 ** -decimals
+    if percent:
+        return [[value / 100, max(half / 100, FLOOR)]]
+    return [[value, max(half, FLOOR)], [value / 100, max(half / 100, FLOOR)]]
+
+
+def readings(text: str) -> list[dict]:
+    """Accuracy readings in printed text: ``{"label", "text", "values": [[fraction, tolerance], ...], "best"}``."""
+    found: list[dict] = []
+    before: list[str] = []
+    end = 0
+    for word in WORD.finditer(text):
+        if text[end:word.start()].strip():
+            before = []
+        match = VALUE.match(text, word.end())
+        kind = accuracy_label(word.group(), before[-QUALIFIERS:]) if match else None
+        if kind:
+            found += [{"label": word.group(), "text": m.group().strip(" :='\"").strip(), "values": values,
+                       "best": kind == "best"}
+                      for m in (match, ASIDE.match(text, match.end())) if m and (values := reading(m))]
+        before.append(word.group())
+        end = word.end()
+    return found
+
+
+@dataclass
+class Observation:
+    # per print tied to an evaluation, with a reading: {"text", "readings", "candidates" ([{"what", "accuracy",
+    # "correct", "total"}]), "clean" (one scored forward per batch in each of its evaluation passes)}
+    reports: list[dict] = field(default_factory=list)
+    evaluations: int = 0  # evaluation forwards scored against labels
+    untied: int = 0  # prints with a reading not tied to a finished evaluation (training, inside a loop)
+    dropped: int = 0  # prints with a reading beyond MAX_PRINTS, not judged
+    prints: int = 0
+
+
+class Observer:
+    def __init__(self, session):
+        self.session = session
+        self.pending: list[tuple[int, bool, str, list[dict]]] = []  # (forwards so far, in a pass, line, readings)
+        self.prints = self.dropped = 0
+        self._install()
+
+    def _install(self) -> None:
+        import builtins
+        import functools
+        import sys
+
+        import torch
+
+        original, observer = builtins.print, self
+
+        @functools.wraps(original)
+        def print(*args: Any, **kwargs: Any) -> None:
+            target = kwargs.get("file")
+            target = sys.stdout if target is None else target
+            if target is None or ID in observer.session.errors or torch.compiler.is_compiling():
+                return original(*args, **kwargs)
+            tee = Tee(target)
+            original(*args, **{**kwargs, "file": tee})
+            try:
+                observer.on_print("".join(tee.written))
+            except Exception as exc:  # a probe's bug must never break the user's script
+                observer.session.errors[ID] = f"{type(exc).__name__}: {exc}"
+
+        builtins.print = print
+
+    def on_print(self, text: str) -> None:
+        self.prints += 1
+        lines = [(line, found) for line in text.splitlines() if (found := readings(line))]
+        if not lines:
+            return
+        if len(self.pending) >= MAX_PRINTS:
+            self.dropped += 1
+            return
+        session = self.session
+        last = session.forwards[-1] if session.forwards else None
+        in_pass = last is not None and session.current is not None and last.pass_index == session.current.index
+        for line, found in lines:
+            self.pending.append((len(session.forwards), in_pass, line.strip()[:MAX_TEXT], found))
+
+    def summary(self) -> Observation:
+        scorer = health_observer(self.session)
+        obs = Observation(prints=self.prints, dropped=self.dropped)
+        if scorer is None:
+            return obs
+        forwards = self.session.forwards
+        phases = [self.session.phase(f) for f in forwards]
+        rows = {i: row for i, row in scorer.scored.items() if row["total"] and scorer._usable(row)}
+        obs.evaluations = sum(1 for i in rows if phases[i] == "eval")
+        evaluated = [i for i in range(len(forwards)) if phases[i] == "eval"]
+        blocks = [(group[0], group[-1] + 1, [rows[i] for i in group if i in rows])
+                  for group in runs(evaluated, lambda i: forwards[i].pass_index)]
+        blocks = [block for block in blocks if block[2]]
+        for position, in_pass, text, found in self.pending:
+            tie = self._tie(position, in_pass, phases, [b for b in blocks if b[1] <= position], rows)
+            if tie is None:
+                obs.untied += 1
+                continue
+            candidates, clean = tie
+            report = {"text": text, "readings": found, "candidates": candidates, "clean": clean, "earlier": []}
+            if any(r["best"] for r in found):
+                report["earlier"] = sorted({c["accuracy"] for b in blocks if b[1] <= position
+                                            for c in accuracies(b[2], "evaluation")})
+            obs.reports.append(report)
+        return obs
+
+    def _tie(self, position: int, in_pass: bool, phases: list, blocks: list, rows: dict) -> tuple[list[dict], bool] | None:
+        """The candidate accuracies of the evaluation a print at ``position`` reports on, and whether each of its
+        passes had one scored forward per batch; None when the print is not tied to a finished evaluation.
+        ``blocks``: ``(first, end, scored rows)`` of each run of evaluation forwards of one pass that ended before."""
+        forwards = self.session.forwards
+        if position == 0 or in_pass or phases[position - 1] != "eval":
+            return None
+        last = forwards[position - 1]
+        if position < len(forwards) and phases[position] == "eval" and forwards[position].pass_index == last.pass_index:
+            return None  # the evaluation goes on after the print
+        start = position
+        while start > 0 and phases[start - 1] == "eval":
+            start -= 1
+        first_train = start
+        while first_train > 0 and phases[first_train - 1] == "train":
+            first_train -= 1
+        candidates, clean, everything = [], True, []
+        recent = [block for block in blocks if block[0] >= start]
+        for first, _, scored in recent:
+            everything += scored
+            candidates += accuracies(scored, "evaluation")
+            pass_index = forwards[first].pass_index
+            if pass_index is not None and len(scored) != self.session.passes[pass_index].batches:
+                clean = False
+        if not candidates:
+            return None
+        if len(recent) > 1:
+            candidates += accuracies(everything, "evaluation, all passes together")[:1]
+        candidates += accuracies([rows[i] for i in range(first_train, start) if i in rows], "training")
+        return candidates, clean
+
+
+def health_observer(session) -> Any:
+    """The health gate's observer in this run, whose per-forward class decisions are the candidates' source."""
+    from checker.probes import health
+
+    return next((callback.__self__ for owner, callback in session._listeners[Event.FORWARD_END]
+                 if owner == health.ID), None)
+
+
+def runs(indices: list[int], key) -> list[list[int]]:
+    """Runs of consecutive indices with the same key (the same DataLoader pass)."""
+    groups: list[list[int]] = []
+    for i in indices:
+        if groups and groups[-1][-1] == i - 1 and key(groups[-1][-1]) == key(i):
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def accuracies(rows: list[dict], what: str) -> list[dict]:
+    """correct / samples over ``rows``, and the mean of their per-batch accuracies when it differs."""
+    if not rows:
+        return []
+    correct, total = sum(r["correct"] for r in rows), sum(r["total"] for r in rows)
+    found = [{"what": what, "accuracy": correct / total, "correct": correct, "total": total}]
+    mean = sum(r["correct"] / r["total"] for r in rows) / len(rows)
+    if abs(mean - correct / total) > 1e-12:
+        found.append({"what": f"{what}, mean of per-batch accuracies", "accuracy": mean, "correct": None,
+                      "total": None})
+    return found
+
+
+class Tee:
+    """A file that writes through to ``target`` and keeps a copy of what was written."""
+
+    def __init__(self, target: Any):
+        self.target, self.written = target, []
+
+    def write(self, text: str) -> Any:
+        self.written.append(text)
+        return self.target.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.target, name)
+
+
+# -- the judge -----------------------------------------------------------------------------------------------
+
+
+def matches(entry: dict, accuracies: list[float]) -> bool:
+    return any(abs(value - a) <= tolerance * (1 + 1e-9) + 1e-12 for value, tolerance in entry["values"] for a in accuracies)
+
+
+def disagreeing(report: dict) -> list[dict]:
+    """The report's readings that match no candidate: a best-so-far one none of the evaluations until then."""
+    current = [c["accuracy"] for c in report["candidates"]]
+    return [r for r in report["readings"] if not matches(r, [0.0, *report["earlier"]] if r["best"] else current)]
+
+
+def _recomputed(report: dict) -> str:
+    """The accuracy of the last evaluation pass before the print, in words."""
+    c = [c for c in report["candidates"] if c["correct"] is not None and c["what"] == "evaluation"][-1]
+    return f"{c['accuracy']:.3f} ({c['correct']} of {c['total']} samples)"
+
+
+def judge(obs: Observation, facts: RunFacts) -> Finding:
+    if not obs.evaluations:
+        why = "no evaluation forward's outputs could be scored against class labels"
+        return Finding(ID, TITLE, NOT_APPLICABLE, message=f"not judged: {why}", observed=why)
+    if not obs.reports:
+        why = (f"no accuracy was printed after a finished evaluation ({obs.prints} prints seen"
+               + (f", {obs.untied} with an accuracy during training or inside a loop" if obs.untied else "")
+               + "; a logger, a progress bar or a file written directly is not read)")
+        return Finding(ID, TITLE, CANNOT_TELL, "0 printed accuracies", "≥ 1", why)
+    readings_count = sum(len(r["readings"]) for r in obs.reports)
+    bad = [r for r in obs.reports if disagreeing(r)]
+    failing = [r for r in bad if r["clean"]]
+    measured = f"{sum(len(disagreeing(r)) for r in bad)} of {readings_count} printed accuracies"
+    if failing:
+        worst = failing[0]
+        shown = disagreeing(worst)[0]
+        seen = (f"after an evaluation the script printed \"{worst['text']}\", but that evaluation's outputs against "
+                f"its labels give an accuracy of {_recomputed(worst)}")
+        if len(failing) > 1:
+            seen += f" ({len(failing)} prints like this)"
+        message = (f"{seen}: the printed {shown['label']} ({shown['text']}) is not correct predictions over samples "
+                   "evaluated; look at what its denominator counts (batches, or batches times the batch size when the "
+                   "last batch is partial, are not samples)")
+        return Finding(ID, TITLE, FAIL, measured, "0", message, observed=seen)
+    if bad:
+        report = bad[0]
+        why = (f"\"{report['text']}\" matches none of the accuracies recomputed ({_recomputed(report)}), but its "
+               "evaluation ran several scored forwards per batch (test-time augmentation, an ensemble or two models), "
+               "whose combined decisions are not seen")
+        return Finding(ID, TITLE, CANNOT_TELL, measured, "0", why)
+    example = obs.reports[-1]
+    seen = f"each of the {readings_count} accuracies printed after an evaluation matched its outputs against its labels"
+    return Finding(ID, TITLE, PASS, measured, "0",
+                   f"{seen} (last: \"{example['text']}\", recomputed {_recomputed(example)})", observed=seen)
