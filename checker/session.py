@@ -13,6 +13,7 @@ fed forwards that a backward pass reached, or updates happened while it was bein
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -20,6 +21,7 @@ import time
 import types
 import weakref
 from collections import OrderedDict, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -81,6 +83,20 @@ class Session:
     # -- events -------------------------------------------------------------
     def on(self, event: Event, owner: str, callback: Callable) -> None:
         self._listeners[event].append((owner, callback))
+
+    def observer(self, owner: str, event: Event) -> Any:
+        """The object whose method ``owner`` subscribed to ``event`` (a probe reading another's observations)."""
+        return next((getattr(callback, "__self__", None) for who, callback in self._listeners[event] if who == owner),
+                    None)
+
+    @contextlib.contextmanager
+    def muted(self) -> Iterator[None]:
+        """No event reaches a probe inside (a probe running a copy of the model of its own)."""
+        listeners, self._listeners = self._listeners, defaultdict(list)
+        try:
+            yield
+        finally:
+            self._listeners = listeners
 
     def emit(self, event: Event, *args: Any) -> None:
         for owner, callback in self._listeners[event]:

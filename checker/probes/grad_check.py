@@ -74,7 +74,6 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -500,11 +499,10 @@ def quiet(session):
         if registry is not None:
             saved.append((registry, dict(registry)))
             registry.clear()
-    listeners, session._listeners = session._listeners, defaultdict(list)
     try:
-        yield
+        with session.muted():
+            yield
     finally:
-        session._listeners = listeners
         for registry, items in saved:
             registry.clear()
             registry.update(items)

@@ -109,7 +109,7 @@ class Observer:
         self.obs.accuracy = self._last_evaluation()
         return self.obs
 
-    def _usable(self, row: dict) -> bool:
+    def usable(self, row: dict) -> bool:
         """The loss's own view of a sample's class; the model's output only where it scores the classes trained on."""
         if row["source"] == "loss":
             return True
@@ -123,7 +123,7 @@ class Observer:
             row = self.scored.get(forward.index)
             if phase == "train" and blocks[-1]:
                 blocks.append([])
-            elif phase == "eval" and row and row["total"] and self._usable(row):
+            elif phase == "eval" and row and row["total"] and self.usable(row):
                 blocks[-1].append(row)
         chosen = next((block for block in reversed(blocks) if block), None)
         if not chosen:

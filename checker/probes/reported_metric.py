@@ -211,7 +211,7 @@ class Observer:
             return obs
         forwards = self.session.forwards
         phases = [self.session.phase(f) for f in forwards]
-        rows = {i: row for i, row in scorer.scored.items() if row["total"] and scorer._usable(row)}
+        rows = {i: row for i, row in scorer.scored.items() if row["total"] and scorer.usable(row)}
         obs.evaluations = sum(1 for i in rows if phases[i] == "eval")
         evaluated = [i for i in range(len(forwards)) if phases[i] == "eval"]
         blocks = [(group[0], group[-1] + 1, [rows[i] for i in group if i in rows])
@@ -266,8 +266,7 @@ def health_observer(session) -> Any:
     """The health gate's observer in this run, whose per-forward class decisions are the candidates' source."""
     from checker.probes import health
 
-    return next((callback.__self__ for owner, callback in session._listeners[Event.FORWARD_END]
-                 if owner == health.ID), None)
+    return session.observer(health.ID, Event.FORWARD_END)
 
 
 def runs(indices: list[int], key) -> list[list[int]]:
