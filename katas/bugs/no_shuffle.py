@@ -143,9 +143,7 @@ def reads(ctx: Context, expr: cst.CSTNode) -> set:
     """The names and ``self`` attributes ``expr`` reads, as binding keys (an attribute's own name is not a read)."""
     found = set()
     for n in find(expr, cst.Name, cst.Attribute):
-        parent = ctx.parents.get(n)
-        if isinstance(n, cst.Name) and (isinstance(parent, cst.Attribute) and parent.attr is n
-                                        or isinstance(parent, cst.Arg) and parent.keyword is n):
+        if isinstance(n, cst.Name) and not ctx.is_read(n):
             continue
         key = ctx.binding(n)
         if key is not None:

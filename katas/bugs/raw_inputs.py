@@ -34,7 +34,7 @@ class KeepRawUnits(Operator):
         scope = scope_of(ctx, site.node)
         statements = ctx.all(cst.SimpleStatementLine)
         doomed = [ctx.statement(node) for node in found if identity(ctx, ctx.statement(node), set(found))]
-        readers = [n for n in ctx.all(cst.Name) if n.value in (centre, spread) and reads(ctx, n)
+        readers = [n for n in ctx.all(cst.Name) if n.value in (centre, spread) and ctx.is_read(n)
                    and not in_any(ctx, n, found) and not assigned(ctx, n)]
         if not readers:
             doomed += [s for s in statistics(ctx, scope, centre, spread) if set(targets(s)) <= {centre, spread}]
@@ -196,14 +196,6 @@ def identity(ctx: Context, statement: cst.CSTNode, found: set) -> bool:
     if isinstance(target, cst.Tuple) and isinstance(value, cst.Tuple) and len(target.elements) == len(value.elements):
         pairs = [(t.value, v.value) for t, v in zip(target.elements, value.elements)]
     return all(v in found and ctx.code(t) == ctx.code(v.left.left) for t, v in pairs)
-
-
-def reads(ctx: Context, name: cst.Name) -> bool:
-    """A read of a variable: not an attribute's or a keyword's own name (``x.mean``, ``f(mean=...)``)."""
-    parent = ctx.parents.get(name)
-    return not (isinstance(parent, cst.Attribute) and parent.attr is name
-                or isinstance(parent, (cst.Arg, cst.Param)) and getattr(parent, "keyword", None) is name
-                or isinstance(parent, (cst.FunctionDef, cst.ClassDef)))
 
 
 def in_any(ctx: Context, node: cst.CSTNode, roots: list[cst.CSTNode]) -> bool:

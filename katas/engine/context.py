@@ -97,6 +97,14 @@ class Context:
         return self._qualified[node]
 
     # -- tree helpers ---------------------------------------------------------
+    def is_read(self, name: cst.Name) -> bool:
+        """A read of a variable: not an attribute's, a keyword's, a parameter's or a definition's own name
+        (``x.mean``, ``f(mean=...)``, ``def f(mean)``, ``def mean()``)."""
+        parent = self.parents.get(name)
+        return not (isinstance(parent, cst.Attribute) and parent.attr is name
+                    or isinstance(parent, (cst.Arg, cst.Param)) and getattr(parent, "keyword", None) is name
+                    or isinstance(parent, (cst.FunctionDef, cst.ClassDef)))
+
     def code(self, node: cst.CSTNode) -> str:
         """``node``'s code on one line; a statement's comments above and beside it left out."""
         if isinstance(node, cst.SimpleStatementLine):
