@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import queue
 from concurrent.futures import ThreadPoolExecutor
@@ -25,18 +26,44 @@ WORKERS = max(2, os.cpu_count() or 2)
 _servers: queue.Queue = queue.Queue()
 
 
-def check(path: Path, device: str = "cpu", timeout: float = 120) -> Report:
-    """Check a script through a warm server (torch already imported), as `kata check` would."""
+@contextlib.contextmanager
+def warm_server():
+    """A warm server (torch already imported) of the session's pool, for one check at a time."""
     try:
         server = _servers.get_nowait()
     except queue.Empty:
         server = WarmServer(child_env())
         atexit.register(server.close)
     try:
-        limits = Limits(timeout=timeout)
-        return judge(run(path, device, limits, warm=server), str(path), device, limits)
+        yield server
     finally:
         _servers.put(server)
+
+
+def check(path: Path, device: str = "cpu", timeout: float = 120) -> Report:
+    """Check a script through a warm server, as `kata check` would."""
+    with warm_server() as server:
+        limits = Limits(timeout=timeout)
+        return judge(run(path, device, limits, warm=server), str(path), device, limits)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def in_process_checks_run_warm():
+    """`kata check` invoked in-process (click's CliRunner) forks its run from the pool's warm servers instead
+    of importing torch afresh every time. The cold path keeps its own tests: test_untrusted runs the real
+    command as a subprocess, and test_warm compares warm and cold verdicts."""
+    import checker.runner
+
+    def warm_run(script, device="cpu", limits=Limits(), warm=None):
+        if warm is not None:
+            return run(script, device, limits, warm=warm)
+        with warm_server() as server:
+            return run(script, device, limits, warm=server)
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(checker.runner, "run", warm_run)
+    yield
+    patch.undo()
 
 
 def check_all(paths: list[Path]) -> dict[Path, Report]:

@@ -12,10 +12,10 @@ from katas.engine.inject import inject, sites
 
 SEEDS = (0, 1, 2)
 CASES = [(ref, bug, seed) for ref in sorted(REFERENCES.glob("*.py")) for bug in BUGS.values()
-         if sites(bug, Context(ref.read_text())) for seed in SEEDS]
+         if sites(bug, Context.of(ref.read_text())) for seed in SEEDS]
 # Scripts written unlike the references (a Trainer class with attributes, a loop with no functions).
 OTHERS = [FIXTURES / "general__trainer_class.py", FIXTURES / "general__plain_loop.py"]
-OTHER_CASES = [(script, bug, 0) for script in OTHERS for bug in BUGS.values() if sites(bug, Context(script.read_text()))]
+OTHER_CASES = [(script, bug, 0) for script in OTHERS for bug in BUGS.values() if sites(bug, Context.of(script.read_text()))]
 
 
 @pytest.fixture(scope="module")

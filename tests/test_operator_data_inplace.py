@@ -14,7 +14,7 @@ PAIRS = Path(__file__).parent / "operators"
 
 
 def site_ids(source: str) -> list[str]:
-    return [s.id for s in sites(lookup("data-inplace"), Context(source))]
+    return [s.id for s in sites(lookup("data-inplace"), Context.of(source))]
 
 
 def test_the_classifiers_scaled_residual_sum_is_the_site_and_its_comment_stays():

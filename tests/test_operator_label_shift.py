@@ -12,11 +12,11 @@ HEAD = "import torch\nfrom torch.utils.data import Dataset\n\n\nclass Items(Data
 
 
 def found(body: str) -> list[str]:
-    return [s.id for s in sites(lookup("label-shift"), Context(HEAD + body))]
+    return [s.id for s in sites(lookup("label-shift"), Context.of(HEAD + body))]
 
 
 def test_the_classifier_reference_has_one_site_and_the_binary_one_none():
-    assert [s.id for s in sites(lookup("label-shift"), Context((REFERENCES / "classifier.py").read_text()))] == [
+    assert [s.id for s in sites(lookup("label-shift"), Context.of((REFERENCES / "classifier.py").read_text()))] == [
         "label-shift:JitteredPoints.__getitem__:self.y[i]"]
     with pytest.raises(NoSite, match="no Dataset subclass's __getitem__"):
         inject(lookup("label-shift"), (REFERENCES / "binary.py").read_text(), 0, "binary.py")
@@ -40,4 +40,4 @@ def test_no_site_where_the_input_is_not_read_by_the_index_or_the_label_shares_it
     assert found("        return self.data[i, :-1], self.data[i, -1]\n") == []
     assert found("        row = self.rows[i]\n        return row, self.rows[i]\n") == []
     not_a_dataset = "class Items:\n    def __getitem__(self, i):\n        return self.x[i], self.y[i]\n"
-    assert [s.id for s in sites(lookup("label-shift"), Context(not_a_dataset))] == []
+    assert [s.id for s in sites(lookup("label-shift"), Context.of(not_a_dataset))] == []

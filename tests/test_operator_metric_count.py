@@ -14,7 +14,7 @@ CORPUS = Path(__file__).parent / "corpus"
 
 
 def site_ids(source: str) -> list[str]:
-    return [s.id for s in sites(lookup("metric-count"), Context(source))]
+    return [s.id for s in sites(lookup("metric-count"), Context.of(source))]
 
 
 def test_the_references_have_one_site_the_accuracy_not_the_loss():

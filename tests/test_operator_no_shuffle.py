@@ -13,11 +13,11 @@ TRAIN = "    opt.zero_grad()\n    loss_fn(net(x), y).backward()\n    opt.step()\
 
 
 def found(source: str) -> list[tuple[str, bool]]:
-    return [(s.id, s.guessed) for s in sites(lookup("no-shuffle"), Context(HEAD + source))]
+    return [(s.id, s.guessed) for s in sites(lookup("no-shuffle"), Context.of(HEAD + source))]
 
 
 def test_the_references_training_loaders_are_the_sites():
-    assert [s.id for s in sites(lookup("no-shuffle"), Context((REFERENCES / "classifier.py").read_text()))] == [
+    assert [s.id for s in sites(lookup("no-shuffle"), Context.of((REFERENCES / "classifier.py").read_text()))] == [
         "no-shuffle:main:DataLoader(train_set)"]
     binary = inject(lookup("no-shuffle"), (REFERENCES / "binary.py").read_text(), 0)
     assert "batch_size=64, shuffle=False," in binary.source and binary.source.count("shuffle=") == 1

@@ -14,7 +14,7 @@ CORPUS = Path(__file__).parent / "corpus"
 
 
 def site_ids(source: str) -> list[str]:
-    return [s.id for s in sites(lookup("orphan-params"), Context(source))]
+    return [s.id for s in sites(lookup("orphan-params"), Context.of(source))]
 
 
 def test_the_classifier_blocks_are_the_site_and_the_edit_keeps_the_alignment():

@@ -12,7 +12,7 @@ CORPUS = ROOT / "tests" / "corpus"
 
 
 def site_ids(source: str) -> list[str]:
-    return [s.id for s in sites(lookup("raw-inputs"), Context(source))]
+    return [s.id for s in sites(lookup("raw-inputs"), Context.of(source))]
 
 
 def test_the_classifier_loses_every_standardisation_and_its_statistics():

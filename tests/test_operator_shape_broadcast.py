@@ -10,7 +10,7 @@ from katas.engine.inject import NoSite, inject, sites
 
 
 def site_ids(source: str) -> list[str]:
-    return [s.id for s in sites(lookup("shape-broadcast"), Context(source))]
+    return [s.id for s in sites(lookup("shape-broadcast"), Context.of(source))]
 
 
 def test_the_binary_reference_returns_its_column_squeezed_and_the_classifier_has_no_site():
@@ -59,5 +59,5 @@ def test_sites(source, expected):
 def test_a_model_known_only_by_its_name_is_a_guessed_site():
     source = "class Trainer:\n    def step(self, x, y):\n        loss = ((self.model(x)[:, 0] - y) ** 2).mean()\n" \
              "        loss.backward()\n"
-    found = sites(lookup("shape-broadcast"), Context(source))
+    found = sites(lookup("shape-broadcast"), Context.of(source))
     assert [(s.id, s.guessed) for s in found] == [("shape-broadcast:Trainer.step:self.model(x)[:, 0]", True)]

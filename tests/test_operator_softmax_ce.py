@@ -14,7 +14,7 @@ PAIRS = Path(__file__).parent / "operators"
 
 
 def site_ids(source: str) -> list[str]:
-    return [s.id for s in sites(lookup("softmax-ce"), Context(source))]
+    return [s.id for s in sites(lookup("softmax-ce"), Context.of(source))]
 
 
 def test_the_training_loss_is_the_site_and_evaluation_losses_are_not():

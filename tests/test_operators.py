@@ -41,7 +41,7 @@ def test_every_bug_has_a_fixture_pair_written_unlike_the_references():
 def test_edits_stay_at_the_site(reference):
     """Everything outside the site keeps its text: few changed lines, comments and docstrings intact."""
     source = reference.read_text()
-    ctx = Context(source)
+    ctx = Context.of(source)
     for bug in BUGS.values():
         for seed in range(3):
             try:
@@ -59,7 +59,7 @@ def test_same_input_and_seed_give_the_same_output_and_site_ids_are_descriptive()
     detach = lookup("detach")
     first, second = (inject(detach, source, seed=7) for _ in range(2))
     assert first == second
-    ctx = Context(source)
+    ctx = Context.of(source)
     ids = [s.id for s in sites(detach, ctx)]
     assert ids == ["detach:Classifier.forward:block(h)", "detach:Classifier.forward:self.drop(torch.relu(h))",
                    "detach:Classifier.forward:self.stem(x)"]
@@ -78,7 +78,7 @@ def test_a_mistyped_bug_gets_a_suggestion():
 
 def test_roles_come_from_structure_before_names():
     source = "import torch\nthing = torch.optim.SGD(params, lr=0.1)\nsched = 3\n"
-    ctx = Context(source)
+    ctx = Context.of(source)
     import libcst.matchers as m
 
     names = {n.value: n for n in m.findall(ctx.module, m.Name()) if n.value in ("thing", "sched")}
@@ -87,7 +87,7 @@ def test_roles_come_from_structure_before_names():
 
 
 def site_ids(bug_id: str, source: str) -> list[str]:
-    return [s.id for s in sites(lookup(bug_id), Context(source))]
+    return [s.id for s in sites(lookup(bug_id), Context.of(source))]
 
 
 TRAIN = "    loss = model(x).mean()\n    loss.backward()\n    opt.step()\n    sched.step()\n"
@@ -121,7 +121,7 @@ def test_a_train_switch_that_changes_nothing_is_no_site():
 
 def test_a_chosen_site_is_planted_and_the_seed_orders_the_rest():
     source = (REFERENCES / "classifier.py").read_text()
-    detach, ctx = lookup("detach"), Context(source)
+    detach, ctx = lookup("detach"), Context.of(source)
     order = [s.id for s in ordered_sites(detach, ctx, 3)]
     assert sorted(order) == [s.id for s in sites(detach, ctx)] and order[0] == inject(detach, ctx, 3).site
     assert inject(detach, ctx, 3, site=order[-1]).site == order[-1]

@@ -59,12 +59,12 @@ class DropoutToFunctional(Operator):
         call = cst.parse_expression(f"{functional_prefix(ctx)}.dropout(h, p)")
         call = call.with_changes(args=[site.node.args[0].with_changes(comma=call.args[0].comma), call.args[1].with_changes(
             value=rate)])
-        uses = [a for a in find(ctx.module, cst.Attribute) if is_self_attribute(a) and a.attr.value == name
+        uses = [a for a in ctx.all(cst.Attribute) if is_self_attribute(a) and a.attr.value == name
                 and ctx.enclosing(a, cst.ClassDef) is cls]
         module = rewrite(ctx.module, {site.node: lambda _: call})
         if len(uses) > 2:  # the assignment and the call: anything more keeps the module
             return module
-        changed = Context(module.code)
+        changed = Context.of(module.code)
         doomed = [s for s in changed.all(cst.SimpleStatementLine) if changed.code(s) == ctx.code(statement)]
         return remove_statements(changed, doomed[:1])
 

@@ -41,7 +41,7 @@ class KeepRawUnits(Operator):
         unchanged = rewrite(ctx.module, {node: lambda _, node=node: raw(node) for node in found})
         if not doomed:
             return unchanged
-        after = Context(unchanged.code)  # statements keep their order: find the doomed ones by position
+        after = Context.of(unchanged.code)  # statements keep their order: find the doomed ones by position
         kept = after.all(cst.SimpleStatementLine)
         return remove_statements(after, [kept[statements.index(s)] for s in dict.fromkeys(doomed)])
 

@@ -170,7 +170,7 @@ def read_start(path: Path, label: str, seed: int, plain: bool) -> Start:
 
     try:
         text = starting_text(path.read_text(), label, seed, plain)
-        return Start(path, label, text, plain, Context(text))
+        return Start(path, label, text, plain, Context.of(text))
     except (cst.ParserSyntaxError, UnicodeDecodeError) as exc:
         raise KataError(f"cannot read {path} as Python: {exc}") from None
 
@@ -320,7 +320,7 @@ def bugs(as_json: bool) -> None:
     from katas.engine.context import Context
     from katas.engine.inject import sites
 
-    contexts = {name: Context(path.read_text()) for name, path in references().items()}
+    contexts = {name: Context.of(path.read_text()) for name, path in references().items()}
     rows = [{"id": b.id, "title": b.title, "difficulty": b.difficulty, "probes": list(b.probes),
              "references": [name for name, ctx in contexts.items() if sites(b, ctx)]} for b in BUGS.values()]
     if as_json:

@@ -10,15 +10,15 @@ keyword). Only when that finds nothing does a conventional name (``opt``,
 """
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, QualifiedNameProvider, ScopeProvider
-from libcst.metadata.base_provider import LazyValue
+from libcst.metadata import MetadataWrapper, ScopeProvider
 
-from katas.engine.tree import is_self_attribute
+from katas.engine.tree import is_self_attribute, remember
 from katas.engine.tree import method as method_of
 
 OPTIMIZER, SCHEDULER, MODEL, LOADER = "optimizer", "scheduler", "model", "loader"
@@ -40,13 +40,15 @@ class Role:
 
 
 class _Indexer(cst.CSTVisitor):
-    """One pass over the tree: parent links and every node by type."""
+    """One pass over the tree: parent and child links, and every node by type."""
 
     def __init__(self, ctx: "Context"):
         self.ctx, self.stack = ctx, []
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        self.ctx.parents[node] = self.stack[-1] if self.stack else None
+        parent = self.stack[-1] if self.stack else None
+        self.ctx.parents[node] = parent
+        remember(node, parent)
         self.ctx.index.setdefault(type(node), []).append(node)
         self.stack.append(node)
         return True
@@ -64,7 +66,6 @@ class Context:
     functions: dict[str, cst.FunctionDef] = field(default_factory=dict)
     class_bases: dict[str, set[str]] = field(default_factory=dict)
     _scopes: Mapping = field(default_factory=dict)
-    _names: Mapping = field(default_factory=dict)
     _qualified: dict = field(default_factory=dict)
     _bindings: dict = field(default_factory=dict)
 
@@ -72,13 +73,18 @@ class Context:
         wrapper = MetadataWrapper(cst.parse_module(self.source), unsafe_skip_copy=True)
         self.module = wrapper.module
         self._scopes = wrapper.resolve(ScopeProvider)
-        self._names = wrapper.resolve(QualifiedNameProvider)
         self.module.visit(_Indexer(self))
         for function in self.all(cst.FunctionDef):
             self.functions.setdefault(function.name.value, function)
         self.class_bases = {c.name.value: set().union(*(self.qualified_names(b.value) for b in c.bases))
                             for c in self.all(cst.ClassDef)}
         self._infer_roles()
+
+    @classmethod
+    def of(cls, source: str) -> "Context":
+        """The analysis of ``source``, shared: a Context is only read once built, and building one costs a
+        third of a second."""
+        return _analysed(source)
 
     def scopes(self) -> list:
         """Every scope of the module (global, functions, classes, comprehensions)."""
@@ -91,9 +97,10 @@ class Context:
         return [node for node in self.parents if isinstance(node, kinds)]  # parents are indexed in source order
 
     def qualified_names(self, node: cst.CSTNode) -> set[str]:
+        """What libcst's QualifiedNameProvider would give, asked of the node's scope only when needed."""
         if node not in self._qualified:
-            value = self._names.get(node, set())
-            self._qualified[node] = {q.name for q in (value() if isinstance(value, LazyValue) else value)}
+            scope = self._scopes.get(node)
+            self._qualified[node] = {q.name for q in scope.get_qualified_names_for(node)} if scope else set()
         return self._qualified[node]
 
     # -- tree helpers ---------------------------------------------------------
@@ -239,3 +246,8 @@ class Context:
         key = self.binding(target)
         if kind and key is not None:
             self._bindings.setdefault(key, kind)
+
+
+@functools.lru_cache(maxsize=64)
+def _analysed(source: str) -> Context:
+    return Context(source)

@@ -54,7 +54,7 @@ def inject(bug: Bug, source: str | Context, seed: int, name: str = "the script",
 
     Pass a Context to plant several bugs in one parsed script.
     """
-    ctx = source if isinstance(source, Context) else Context(source)
+    ctx = source if isinstance(source, Context) else Context.of(source)
     order = ordered_sites(bug, ctx, seed)
     if not order:
         raise NoSite(f"`{bug.id}` does not apply to {name}: {bug.operator.no_site}")

@@ -5,11 +5,27 @@ from typing import Iterator
 
 import libcst as cst
 
+# Each node's children, as an analysed module's one indexing pass met them: libcst's ``children`` runs a
+# visitor on every call, and operators walk the same subtrees many times. Nodes are immutable, so an entry
+# never goes stale; the cache is only bounded (nodes cannot be weakly referenced), and emptied when full.
+_CHILDREN: dict[cst.CSTNode, list[cst.CSTNode]] = {}
+_MOST = 250_000
+
+
+def remember(node: cst.CSTNode, parent: cst.CSTNode | None) -> None:
+    """Note ``node`` under ``parent``; called in source order, once per node, by the indexing pass."""
+    if parent is None and len(_CHILDREN) > _MOST:
+        _CHILDREN.clear()
+    _CHILDREN[node] = []
+    if parent is not None:
+        _CHILDREN[parent].append(node)
+
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """``node`` and everything under it, in source order."""
     yield node
-    for child in node.children:
+    children = _CHILDREN.get(node)
+    for child in node.children if children is None else children:
         yield from walk(child)
 
 

@@ -31,7 +31,7 @@ from katas.interview.names import SYNONYMS
 def disguise(source: str, seed: int, docstring: str) -> str:
     rng = random.Random(f"disguise:{seed}")
     module = cst.parse_module(source).visit(StripCommentsAndDocstrings())
-    module = rename(Context(module.code), rng)
+    module = rename(Context.of(module.code), rng)
     module = reorder_definitions(module, rng)
     module = rewrite_equivalents(module, rng)
     return with_docstring(module, docstring).code

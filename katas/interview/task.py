@@ -80,7 +80,7 @@ def generate(reference: str, source: str, n_bugs: int, seed: int, difficulty: st
     description = rng.choice(DESCRIPTIONS.get(reference, ("A PyTorch training script.",)))
     clean = disguise(source, seed, description)
     task = Task(reference, seed, difficulty, description, clean, clean)
-    ctx = Context(clean)
+    ctx = Context.of(clean)
     candidates = [b for b in BUGS.values() if eligible(b, difficulty) and sites(b, ctx)]
     rng.shuffle(candidates)
     if difficulty is not None:  # the requested level first, then each level below it in turn
@@ -91,7 +91,7 @@ def generate(reference: str, source: str, n_bugs: int, seed: int, difficulty: st
         if any(frozenset({bug.id, p.bug.id}) in CONFLICTS for p in task.planted):
             continue
         if plant(task, bug, rng, ctx) and len(task.planted) < n_bugs:
-            ctx = Context(task.script)
+            ctx = Context.of(task.script)
     if len(task.planted) < n_bugs:
         raise TaskError(f"only {len(task.planted)} compatible bugs apply to {reference}"
                         + (f" at difficulty {difficulty}" if difficulty else ""))

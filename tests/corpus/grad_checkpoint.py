@@ -40,7 +40,7 @@ class DeepMLP(nn.Module):
 
 def main():
     torch.manual_seed(0)
-    xtr, ytr = make_data(2048, 1)
+    xtr, ytr = make_data(1024, 1)
     xva, yva = make_data(512, 2)
     model = DeepMLP()
     bs, epochs = 64, 4

@@ -80,7 +80,7 @@ def get_linear_schedule_with_warmup(optimizer, num_warmup_steps, num_training_st
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
 
 
-train_ds, eval_ds = SeqDataset(1200, 1), SeqDataset(300, 2)
+train_ds, eval_ds = SeqDataset(600, 1), SeqDataset(300, 2)
 train_loader = DataLoader(train_ds, batch_size=16, shuffle=True, collate_fn=collate)
 eval_loader = DataLoader(eval_ds, batch_size=64, collate_fn=collate)
 model = TinyClassifier()

@@ -23,14 +23,14 @@ n_embd = 32
 dropout = 0.1
 bias = True
 learning_rate = 3e-3
-max_iters = 80
+max_iters = 40
 weight_decay = 1e-1
 beta1 = 0.9
 beta2 = 0.95
 grad_clip = 0.5
 decay_lr = True
 warmup_iters = 8
-lr_decay_iters = 80
+lr_decay_iters = 40
 min_lr = 3e-4
 device = 'cuda' if torch.cuda.is_available() else 'cpu'
 dtype = 'float16' if device == 'cuda' else 'float32'

@@ -56,7 +56,7 @@ def nt_xent(z1, z2, tau=0.2):
 
 
 if __name__ == "__main__":
-    xtr, ytr = make_data(1024, 1)
+    xtr, ytr = make_data(512, 1)
     xva, yva = make_data(400, 2)
     loader = DataLoader(TwoViews(xtr), batch_size=128, shuffle=True, num_workers=2, drop_last=True,
                         persistent_workers=False)

@@ -83,7 +83,7 @@ def evaluate(model, loader):
 
 def main():
     torch.manual_seed(0)
-    train_ds = TensorDataset(*make_sequences(512, seed=1))
+    train_ds = TensorDataset(*make_sequences(256, seed=1))
     val_ds = TensorDataset(*make_sequences(256, seed=2))
     train_dl = DataLoader(train_ds, batch_size=32, shuffle=True)
     val_dl = DataLoader(val_ds, batch_size=128)

@@ -105,7 +105,7 @@ def evaluate(model, loader):
 
 def main():
     torch.manual_seed(0)
-    train_loader = DataLoader(MajorityTokens(768, seed=1), batch_size=32, shuffle=True, collate_fn=collate_batch)
+    train_loader = DataLoader(MajorityTokens(384, seed=1), batch_size=32, shuffle=True, collate_fn=collate_batch)
     val_loader = DataLoader(MajorityTokens(256, seed=2), batch_size=128, collate_fn=collate_batch)
     model = TransformerClassifier()
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)

@@ -37,7 +37,7 @@ def mode_distance(n=1000):
 
 
 print(f"start: mean distance to nearest mode {mode_distance():.3f}")
-for it in range(200):
+for it in range(100):
     for _ in range(n_critic):
         real = real_batch(B)
         with torch.no_grad():
