@@ -43,7 +43,7 @@ class Instrumentation:
         self._loader_refs: list[DataLoader] = []  # keeps id() unique for the whole run
         self._latest: dict[int, Pass] = {}  # id() of a DataLoader -> the pass its latest iteration started
         self._scheduler_init = 0
-        self._scheduler_step = 0
+        self._stepping: list = []  # the schedulers whose step() is running, outermost first
 
     def install(self) -> None:
         s = self.session
@@ -222,9 +222,15 @@ class Instrumentation:
         self._patch(scaler_class, "step", step)
 
     def _wrap_schedulers(self) -> None:
+        """Observe schedulers through their classes, never an attribute on the instance: an instance attribute
+        lands in ``scheduler.state_dict()`` (which copies ``__dict__``), cannot be pickled by ``torch.save``, and
+        ``load_state_dict`` would replace a resumed scheduler's observed step with the saved one's."""
         for cls in vars(lr_scheduler).values():
-            if isinstance(cls, type) and issubclass(cls, lr_scheduler.LRScheduler) and "__init__" in vars(cls):
-                self._patch(cls, "__init__", self._observed_init(cls.__init__))
+            if isinstance(cls, type) and issubclass(cls, lr_scheduler.LRScheduler):
+                if "__init__" in vars(cls):
+                    self._patch(cls, "__init__", self._observed_init(cls.__init__))
+                if "step" in vars(cls):
+                    self._patch(cls, "step", self._observed_step(cls.step))
 
     def _observed_init(self, original: Callable) -> Callable:
         instrumentation = self
@@ -238,26 +244,36 @@ class Instrumentation:
                 original(scheduler, *args, **kwargs)
             finally:
                 instrumentation._scheduler_init -= 1
-            scheduler.step = instrumentation._observed_step(scheduler, scheduler.step)
+            instrumentation._observe_subclass_steps(type(scheduler))
             instrumentation.session.emit(Event.SCHEDULER, scheduler)
 
         return __init__
 
-    def _observed_step(self, scheduler: Any, original: Callable) -> Callable:
+    def _observe_subclass_steps(self, cls: type) -> None:
+        """A scheduler class of the script's own that overrides ``step`` is observed like torch's."""
+        for klass in cls.__mro__:
+            if klass.__module__ == lr_scheduler.__name__ or klass is object:
+                continue
+            step = vars(klass).get("step")
+            if callable(step) and not getattr(step, "_kata_observed", False):
+                self._patch(klass, "step", self._observed_step(step))
+
+    def _observed_step(self, original: Callable) -> Callable:
         instrumentation = self
 
         @functools.wraps(original)
-        def step(*args: Any, **kwargs: Any) -> Any:
-            if instrumentation._scheduler_init:
-                return original(*args, **kwargs)
-            nested = instrumentation._scheduler_step > 0
-            instrumentation._scheduler_step += 1
+        def step(scheduler: Any, *args: Any, **kwargs: Any) -> Any:
+            if instrumentation._scheduler_init or any(s is scheduler for s in instrumentation._stepping):
+                return original(scheduler, *args, **kwargs)  # construction, or a super().step() of the same one
+            nested = bool(instrumentation._stepping)  # stepped by another scheduler (SequentialLR...)
+            instrumentation._stepping.append(scheduler)
             try:
-                return original(*args, **kwargs)
+                return original(scheduler, *args, **kwargs)
             finally:
-                instrumentation._scheduler_step -= 1
+                instrumentation._stepping.pop()
                 instrumentation.session.emit(Event.SCHEDULER_STEP, scheduler, nested)
 
+        step._kata_observed = True
         return step
 
 

@@ -19,16 +19,16 @@ from katas.engine.context import Context
 from katas.engine.inject import sites
 from katas.interview.task import LEVELS, Task, generate, plant
 
-NAMES = ("classifier", "binary")
+NAMES = tuple(sorted(p.stem for p in REFERENCES.glob("*.py")))
 SOURCES = {name: (REFERENCES / f"{name}.py").read_text() for name in NAMES}
 
 
-CHECKED = 8  # seeds whose 3-bug tasks and bug-free disguises run under the checker (16 checks)
-GENERATED = 24  # seeds whose 3-bug tasks are generated and diffed (CHECKED seeds also with 1 and 2 bugs)
+CHECKED = 8  # seeds whose 3-bug tasks and bug-free disguises run under the checker (2 × CHECKED checks)
+GENERATED = 32  # seeds whose 3-bug tasks are generated and diffed (CHECKED seeds also with 1 and 2 bugs)
 
 
 def task_for(seed: int, n_bugs: int):
-    reference = NAMES[seed % 2]
+    reference = NAMES[seed % len(NAMES)]
     return generate(reference, SOURCES[reference], n_bugs, seed)
 
 
@@ -98,7 +98,7 @@ def test_tasks_draw_from_the_whole_catalogue():
         ctx = Context.of(solution)
         for bug in sorted(applicable(name)):
             assert plant(Task(name, seed, None, "", solution, solution), BUGS[bug], random.Random(0), ctx), bug
-        planted = {p.bug.id for (seed, _), task in tasks().items() if NAMES[seed % 2] == name for p in task.planted}
+        planted = {p.bug.id for (seed, _), task in tasks().items() if NAMES[seed % len(NAMES)] == name for p in task.planted}
         planted |= {p.bug.id for (ref, _, _), task in leveled().items() if ref == name for p in task.planted}
         assert len(planted) >= 0.8 * len(applicable(name)), (name, applicable(name) - planted)
 

@@ -198,7 +198,7 @@ def test_bugs_lists_the_catalogue_with_the_references_each_applies_to():
     rows = {row["id"]: row for row in doc["bugs"]}
     assert list(rows) == list(BUGS)
     assert rows["log0"]["references"] == ["binary"]
-    assert rows["scheduler"]["references"] == ["classifier"]
+    assert rows["scheduler"]["references"] == ["classifier", "lm", "text"]
     assert rows["leak"]["probes"] == ["graphs-retained"]
     assert "kata new --bug ID" in kata("bugs").output
 

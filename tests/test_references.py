@@ -9,6 +9,7 @@ import pytest
 from conftest import REFERENCES, WORKERS, check, failed_probes
 
 from checker.findings import NOT_APPLICABLE, PASS
+from checker.probes import PROBES
 from checker.runner import Limits, run
 from checker.verdict import judge
 
@@ -43,10 +44,10 @@ def test_reference_passes_every_probe_three_times_with_the_same_verdict(script, 
     assert verdicts[0] == verdicts[1] == verdicts[2]
 
 
-def test_classifier_exercises_every_probe(reports):
-    """The classifier is the kata source for every bug: no probe may be 'not applicable' on it."""
-    report = reports[REFERENCES / "classifier.py"][0]
-    assert [f.probe for f in report.findings if f.status == NOT_APPLICABLE] == []
+def test_every_probe_is_exercised_by_some_reference(reports):
+    """The references are the kata sources: each probe must judge (not say 'not applicable') on at least one."""
+    judged = {f.probe for runs in reports.values() for f in runs[0].findings if f.status != NOT_APPLICABLE}
+    assert {probe.ID for probe in PROBES} - judged == set()
 
 
 @pytest.fixture(scope="module")
@@ -66,5 +67,9 @@ def test_reference_runs_on_its_own_and_learns(script, standalone):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
     assert lines and all(line.startswith("epoch ") for line in lines)
+    if "acc " not in lines[-1]:  # a language model prints losses only: its validation loss must fall clearly
+        first, last = (float(line.split("val ")[1].split()[0]) for line in (lines[0], lines[-1]))
+        assert last < 0.6 * first
+        return
     final_accuracy = float(lines[-1].split("acc ")[1].split()[0])
     assert final_accuracy > 0.9

@@ -45,7 +45,10 @@ one-sided differences that disagree; a forward that keeps state or draws randomn
 that is not reseeded likewise: each makes the probe say it cannot tell. Randomness
 that is reseeded is pinned: each forward of the copy starts from the same seed (a
 ``F.dropout(training=True)`` draws the same mask each time). A forward computed in
-lower precision shows as unsettled differences too. Gradient surgery that makes
+lower precision shows as unsettled differences too. Tensors the forward builds
+itself (a causal mask) are float64 like the copy: the default dtype is float64 while the
+copy runs, for a float32 additive mask on float64 attention gets gradients off by 0.46
+from PyTorch's kernel (fixture grad_check__causal_mask, the lm reference). Gradient surgery that makes
 autograd differ from the forward on purpose (a straight-through estimator
 ``x + (q - x).detach()``, a gradient-reversal ``autograd.Function``, a
 ``register_hook`` in the forward, ``no_grad``, ``.data`` or ``.item()`` inside it) is
@@ -297,7 +300,7 @@ def measure(twin, args: tuple, kwargs: dict, obs: Observation) -> None:
     if not used_params:
         obs.problem = "no parameter of the copy received a gradient"
         return
-    direction, eps = direction_of(used_params, generator)
+    direction, eps = direction_of(used_params, generator, constant_rows(twin))
     base = [p.detach().clone() for p, _ in used_params]
     f0, slope = (float(x) for x in torch.stack([value.detach(), sum((g * v).sum() for (_, g), v in
                                                                        zip(used_params, direction))]).tolist())
@@ -329,7 +332,17 @@ def measure(twin, args: tuple, kwargs: dict, obs: Observation) -> None:
         eps /= SMALLER
 
 
-def direction_of(used_params: list, generator) -> tuple[list, float]:
+def constant_rows(twin) -> dict[int, int]:
+    """``id(weight) -> row`` for each embedding's ``padding_idx`` row: autograd gives that row no gradient by design (it is
+    a constant of the model, not a parameter of the function), while the outputs at padded positions still read it, so a
+    step along it would move the forward with autograd's slope at zero. The direction leaves those rows alone."""
+    import torch.nn as nn
+
+    return {id(m.weight): m.padding_idx for m in twin.modules()
+            if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.padding_idx is not None}
+
+
+def direction_of(used_params: list, generator, constant: dict[int, int] | None = None) -> tuple[list, float]:
     """The direction v and the step ε. Per parameter tensor, the unit sum of a random unit direction and the tensor's
     gradient direction, weighted so that every tensor adds as much to autograd's slope (a wrong gradient in one small
     tensor, an embedding, is not drowned by the others; no weight above 100 times the median's); ε moves no tensor by
@@ -337,6 +350,9 @@ def direction_of(used_params: list, generator) -> tuple[list, float]:
     import torch
 
     randoms = [torch.randn(p.shape, generator=generator, dtype=torch.float64).to(p.device) for p, _ in used_params]
+    for r, (p, _) in zip(randoms, used_params):
+        if id(p) in (constant or {}):
+            r[constant[id(p)]] = 0.0
     norms = torch.stack([torch.stack([r.norm(), g.norm()]) for r, (_, g) in zip(randoms, used_params)]).tolist()
     units = [r / max(rn, TINY) + g / max(gn, TINY) for r, (_, g), (rn, gn) in zip(randoms, used_params, norms)]
     units = [u / max(n, TINY) for u, n in zip(units, torch.stack([u.norm() for u in units]).tolist())]
@@ -353,7 +369,11 @@ def direction_of(used_params: list, generator) -> tuple[list, float]:
 
 
 def run(twin, inputs: tuple[tuple, dict]):
-    """One forward of the copy, from the same seed each time."""
+    """One forward of the copy, from the same seed each time, with float64 as the default dtype: a tensor the forward
+    builds itself (a causal mask from ``generate_square_subsequent_mask``, positions) is float64 like the copy, as it
+    was float32 like the script's model. (A float32 additive ``attn_mask`` on float64 attention gives gradients that
+    differ from the forward's slope by 3e-2 to 0.7 for sequences of 8 or more: a PyTorch kernel's doing, not the
+    script's.)"""
     import torch
 
     torch.default_generator.manual_seed(SEED)
@@ -362,7 +382,12 @@ def run(twin, inputs: tuple[tuple, dict]):
         with torch.cuda.device(device):
             torch.cuda.manual_seed(SEED)
     args, kwargs = inputs
-    return twin(*args, **kwargs)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        return twin(*args, **kwargs)
+    finally:
+        torch.set_default_dtype(default)
 
 
 def floating(output) -> list:

@@ -21,7 +21,13 @@ when it has at least 8 values, so that a normalising transform keeps its match);
 each row votes for its nearest offset (exact ties do not vote). A batch is
 *matched* when one offset gets at least a third of the rows and three times the
 votes of any other: augmentation (noise, flips of some items) moves some votes, not
-the majority. The matched offset gives each row its item s (inputs may be read at
+the majority. A dataset that stores variable-length sequences (a list of 1-D tensors or of lists of
+numbers, one per item: a *ragged* store) and pads them per batch is matched the same
+way, each padded row against each candidate sequence aligned at the row's start and
+at its end (right or left padding), on the sequence's own positions only, raw (no
+standardising: token ids); a candidate longer than the row cannot match, and of two
+exact matches the longer sequence is nearer (a shorter one that is a prefix of the
+row is not the row's item). The matched offset gives each row its item s (inputs may be read at
 a shifted index too: then labels are judged against that item). Batches whose
 inputs match no stored rows (crops, resizing, inputs built on the fly) are not judged.
 
@@ -149,7 +155,7 @@ class Reader:
 
     def __init__(self):
         self.reason: str | None = None
-        self.dataset, self.n, self.maps, self.stored = "", 0, [], {}
+        self.dataset, self.n, self.maps, self.stored, self.ragged = "", 0, [], {}, {}
         self.rows = self.batches = self.matched = 0
         self.offsets: dict[int, int] = {}  # matched input offset -> batches
         self.inputs: dict[str, int] = {}  # stored tensor the inputs matched -> batches
@@ -184,7 +190,8 @@ class Reader:
             self.reason = f"{self.dataset} has no length"
             return
         self.stored = stored_tensors(dataset, self.n)
-        if not self.stored:
+        self.ragged = ragged_sequences(dataset, self.n)
+        if not self.stored and not self.ragged:
             self.reason = (f"{self.dataset} stores no tensor of its length (its items come from files, Python objects "
                            "or code): the labels' source is out of sight")
 
@@ -212,6 +219,9 @@ class Reader:
         found = [(match(inputs, self.stored[s], index), s) for s in self.stored
                  if self.stored[s][0].numel() == width[name] > 1]
         found = [(offset, s) for offset, s in found if offset is not None]
+        if not found and inputs.dim() == 2 and inputs.shape[1] > 1:
+            found = [(match_ragged(inputs, self.ragged[s], index), s) for s in self.ragged]
+            found = [(offset, s) for offset, s in found if offset is not None]
         if not found:
             return
         offset, source = found[0]
@@ -221,7 +231,7 @@ class Reader:
         self.inputs[source] = self.inputs.get(source, 0) + 1
         items = (index + offset) % self.n
         positions = (items[:, None] + torch.tensor(OFFSETS)[None, :]) % self.n
-        pointer = self.stored[source].untyped_storage().data_ptr()
+        pointer = self.stored[source].untyped_storage().data_ptr() if source in self.stored else None
         for s, stored in self.stored.items():
             if s != source and stored.untyped_storage().data_ptr() != pointer \
                     and stored[0].numel() <= MAX_LABEL_VALUES:
@@ -273,6 +283,49 @@ def stored_tensors(dataset, n: int) -> dict:
         if len(found) >= MAX_SOURCES:
             break
     return found
+
+
+def ragged_sequences(dataset, n: int) -> dict:
+    """The dataset's attributes that hold one variable-length sequence per item: a list or tuple of length ``n`` whose
+    items are 1-D tensors or lists of numbers, not all of one length (judged by the first 64 items)."""
+    import torch
+
+    found = {}
+    for name, value in list(vars(dataset).items()) if hasattr(dataset, "__dict__") else []:
+        if not isinstance(value, (list, tuple)) or len(value) != n or n == 0:
+            continue
+        head = value[:64]
+        if all(isinstance(v, torch.Tensor) and v.dim() == 1 and not v.is_complex() for v in head) \
+                or all(numbers(v) for v in head):
+            if len({len(v) for v in head}) > 1:
+                found[name] = value
+    return found
+
+
+def match_ragged(inputs, sequences, index) -> int | None:
+    """``match`` for a ragged store: each padded row against the sequences at index + k, on their own positions."""
+    import torch
+
+    size, width = inputs.shape
+    rows = inputs.detach().cpu().double()
+    n = len(sequences)
+    distance = torch.full((size, len(OFFSETS)), float("inf"), dtype=torch.float64)
+    for i in range(size):
+        for j, k in enumerate(OFFSETS):
+            seq = torch.as_tensor(sequences[(int(index[i]) + k) % n]).detach().cpu().double().reshape(-1)
+            length = len(seq)
+            if length == 0 or length > width:
+                continue
+            gap = min(((rows[i, :length] - seq) ** 2).sum(), ((rows[i, width - length:] - seq) ** 2).sum())
+            distance[i, j] = float(gap) + 1e-9 * (width - length)  # of two exact matches, the longer is the item
+    if not torch.isfinite(distance).any():
+        return None
+    nearest = distance.min(1, keepdim=True).values
+    voters = ((distance == nearest).sum(1) == 1) & torch.isfinite(nearest.reshape(-1))
+    votes = torch.bincount(distance.argmin(1)[voters], minlength=len(OFFSETS)).tolist()
+    ranked = sorted(range(len(OFFSETS)), key=lambda j: -votes[j])
+    first, second = votes[ranked[0]], votes[ranked[1]]
+    return OFFSETS[ranked[0]] if first >= MIN_SHARE * size and first >= MARGIN * second else None
 
 
 def numbers(value) -> bool:

@@ -9,21 +9,32 @@ unambiguous evidence fails:
   not when a GradScaler skipped that update);
 * OneCycleLR or CyclicLR (schedules over optimizer steps by definition) stepped per epoch;
 * a horizon (``T_max``, ``total_iters``) equal to the run's number of updates but
-  stepped per epoch, or equal to its number of epochs but stepped per update;
-* the learning rate below 1e-6 of its start for at least a quarter of the updates.
+  stepped per epoch (or, in a run without DataLoader epochs, at most every other
+  update), or equal to its number of epochs but stepped per update. A LambdaLR's
+  horizon is read from its function: the first step at which the multiplier falls to
+  zero (below 1e-9 of its largest) after being positive, e.g. warm-up + cosine over
+  ``epochs * chunks`` steps (the ``lm`` reference: 64, stepped 64 times per update,
+  4 times when stepped per epoch); a function that never reaches zero has none;
+* the learning rate below 1e-6 of its start for at least a quarter of the updates;
+* stepped once per backward pass (per micro-batch) while its optimizer accumulated
+  gradients over two or more backward passes per update: the schedule ran K times
+  ahead of the optimizer (measured on ``text``: 24 steps in 12 updates of 24
+  backwards, against 12 in 12); not when its horizon is the number of backward passes.
 
 It passes when the granularity agrees with the scheduler: OneCycleLR/CyclicLR per
 update, a horizon matching the updates (per update) or the epochs (per epoch),
 a warm-up horizon shorter than the run per update, StepLR, MultiStepLR,
 ExponentialLR or ReduceLROnPlateau per epoch, any schedule stepped per update whose
 rate heads to zero exactly at the run's last update (a linear or cosine decay
-over this run's steps). Everything else (a horizon that
-matches neither, e.g. ``T_max=200`` in a 3-epoch run; LambdaLR and other
-schedules whose intent is code; schedulers nested in SequentialLR) cannot be told.
+over this run's steps). A scheduler resumed from a checkpoint (built afresh, its step
+count loaded) continues the one whose step count ended where it starts: the two are
+judged as one curve over the whole run (its LambdaLR horizon too). Everything else (a horizon that
+matches neither, e.g. ``T_max=200`` in a 3-epoch run; a LambdaLR whose function
+never reaches zero, and other schedules whose intent is code; schedulers nested in SequentialLR) cannot be told.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from checker.events import Event
 from checker.facts import RunFacts
@@ -38,6 +49,7 @@ WARMUP = {"LinearLR", "ConstantLR"}
 HORIZONS = {"OneCycleLR": "total_steps", "CosineAnnealingLR": "T_max", "LinearLR": "total_iters",
             "ConstantLR": "total_iters", "PolynomialLR": "total_iters"}
 COLLAPSE, COLLAPSED_SHARE = 1e-6, 0.25
+ZERO = 1e-9  # a LambdaLR multiplier this small, relative to its largest before, is zero: the end of its horizon
 
 
 @dataclass
@@ -52,6 +64,10 @@ class ScheduleRecord:
     updates: int = 0  # updates of its optimizer
     epochs: int = 0  # training passes with updates of its optimizer
     lrs: list[float] = field(default_factory=list)  # its optimizer's first group's rate at each update
+    backwards: int = 0  # backward passes whose gradients its optimizer's updates applied
+    start: int = 0  # its step count (last_epoch) before its first step() call: above 0 when loaded from a checkpoint
+    end: int = 0  # its step count after its latest step() call
+    resumes: int = 0  # schedulers that continued this one from a checkpoint, merged into this record
 
 
 @dataclass
@@ -71,6 +87,11 @@ class Observer:
         session.on(Event.SCHEDULER, ID, self.on_scheduler)
         session.on(Event.SCHEDULER_STEP, ID, self.on_step)
         session.on(Event.UPDATE_PRE, ID, self.on_update)
+        session.on(Event.BACKWARD, ID, self.on_backward)
+        self.backwards_since_update = 0
+
+    def on_backward(self, loss) -> None:
+        self.backwards_since_update += 1
 
     def on_scheduler(self, scheduler) -> None:
         base = torch_base(type(scheduler))
@@ -88,6 +109,11 @@ class Observer:
         if nested:
             record.nested = True
             return
+        step_count = getattr(scheduler, "last_epoch", None)
+        if isinstance(step_count, int):
+            if record.calls == 0:
+                record.start = step_count - 1
+            record.end = step_count
         if record.updates_at_first_call is None:
             record.updates_at_first_call = record.updates
             record.skipped_before_first_call = self.session.scaler_skips > 0
@@ -97,14 +123,63 @@ class Observer:
         for scheduler, record, passes in zip(self.schedulers, self.records, self.passes):
             if getattr(scheduler, "optimizer", None) is update.optimizer and not update.manual:
                 record.updates += 1
+                record.backwards += self.backwards_since_update
                 record.lrs.append(float(update.optimizer.param_groups[0]["lr"]))
                 if update.pass_index is not None:
                     passes.add(update.pass_index)
+        if not update.manual:
+            self.backwards_since_update = 0
 
     def summary(self) -> Observation:
-        for record, passes in zip(self.records, self.passes):
-            record.epochs = sum(1 for p in passes if self.session.role(p) == "train")
-        return Observation(self.records)
+        records, passes, firsts = resumed(self.records, self.passes)  # a resumed schedule's horizon is the whole run's
+        for record, seen, first in zip(records, passes, firsts):
+            record.epochs = sum(1 for p in seen if self.session.role(p) == "train")
+            if record.base == "LambdaLR" and record.horizon is None and record.updates:
+                record.horizon = lambda_horizon(self.schedulers[first], 4 * record.updates + 8)
+        return Observation(records)
+
+
+def resumed(records: list[ScheduleRecord], passes: list[set]) -> tuple[list[ScheduleRecord], list[set], list[int]]:
+    """One record per schedule: a scheduler that starts from a loaded step count (a resume from a checkpoint) continues
+    the earlier scheduler of the same class whose step count ended exactly there; their curves are joined, since the
+    schedule's horizon is the whole run's, not the part after the resume."""
+    kept, kept_passes, firsts = [], [], []
+    for i, (record, seen) in enumerate(zip(records, passes)):
+        earlier = next((i for i in range(len(kept) - 1, -1, -1) if record.start > 0 and not record.nested
+                        and kept[i].type == record.type and not kept[i].nested and kept[i].calls
+                        and kept[i].end == record.start), None)
+        if earlier is None:
+            kept.append(replace(record, lrs=list(record.lrs)))
+            kept_passes.append(set(seen))
+            firsts.append(i)
+            continue
+        joined = kept[earlier]
+        joined.calls += record.calls
+        joined.updates += record.updates
+        joined.backwards += record.backwards
+        joined.lrs += record.lrs
+        joined.end = record.end
+        joined.resumes += 1
+        if joined.updates_at_first_call is None:
+            joined.updates_at_first_call = record.updates_at_first_call
+        kept_passes[earlier] |= seen
+    return kept, kept_passes, firsts
+
+
+def lambda_horizon(scheduler, limit: int) -> int | None:
+    """For a LambdaLR, the first step k at which its first group's multiplier falls to zero after being positive (a
+    warm-up and decay written as code, over k steps), looked for up to ``limit``; None when it does not, or the
+    function fails. The function is the script's own, pure by LambdaLR's contract (it is called with the step)."""
+    try:
+        function, top = scheduler.lr_lambdas[0], 0.0
+        for k in range(limit):
+            value = float(function(k))
+            if k and top > 0 and abs(value) <= ZERO * top:
+                return k
+            top = max(top, value)
+    except Exception:  # the script's code, not the checker's: no horizon
+        return None
+    return None
 
 
 def torch_base(cls: type) -> str:
@@ -122,6 +197,15 @@ def granularity(r: ScheduleRecord) -> str:
     if per_update and per_epoch:
         return "either"
     return "update" if per_update else "epoch" if per_epoch else "other"
+
+
+def per_backward(r: ScheduleRecord) -> bool:
+    """Stepped once per micro-batch while its optimizer accumulated over two or more of them per update."""
+    if r.updates < 2 or r.backwards < 2 * r.updates or r.calls < 1.5 * r.updates:
+        return False
+    if r.horizon and near(r.horizon, r.calls):
+        return False  # a horizon counted in micro-batches: the curve is complete, its pace the script's choice
+    return abs(r.calls - r.backwards) <= max(1, r.epochs)
 
 
 def near(value: int, target: int) -> bool:
@@ -145,6 +229,11 @@ def judge_one(r: ScheduleRecord) -> tuple[str, str, str]:
     if r.calls == 0:
         return (CANNOT_TELL, f"{name} was never stepped while its optimizer made {r.updates} updates",
                 f"the learning rate kept its first value through all {r.updates} updates")
+    if per_backward(r):
+        return FAIL, (f"{name} was stepped once per backward pass ({r.calls} times) while its optimizer stepped "
+                      f"once every {r.backwards / r.updates:.0f} backward passes ({r.updates} updates): the schedule "
+                      f"ran {r.calls / r.updates:.0f} times ahead"), (
+            f"the learning rate moved {r.calls / r.updates:.0f} steps along {name}'s curve between updates")
     if r.updates_at_first_call == 0 and not r.skipped_before_first_call:
         return FAIL, (f"{name} was stepped before its optimizer's first update, so the learning rate ran one step "
                       "ahead of the schedule"), f"the first update already used the second value of {name}'s curve"
@@ -167,10 +256,12 @@ def judge_one(r: ScheduleRecord) -> tuple[str, str, str]:
                           f"but was stepped once per epoch: {r.calls} times in {r.updates} updates"), (
                 f"in {r.updates} updates the learning rate moved through {r.calls} of the {horizon} values of "
                 f"{name}'s curve")
-    if r.horizon and r.base in HORIZONS:
-        if how == "epoch" and near(r.horizon, r.updates) and r.horizon != r.epochs:
+    if r.horizon and (r.base in HORIZONS or r.base == "LambdaLR"):
+        if (how == "epoch" or (how == "other" and r.calls <= r.updates // 2)) and near(r.horizon, r.updates) \
+                and r.horizon != r.epochs:
             return FAIL, (f"{name}'s horizon ({r.horizon}) is this run's number of optimizer steps, but it was "
-                          f"stepped once per epoch: {r.calls} times in {r.updates} updates"), (
+                          f"stepped {'once per epoch: ' if how == 'epoch' else 'only '}{r.calls} times in "
+                          f"{r.updates} updates"), (
                 f"in {r.updates} updates the learning rate moved through {r.calls} of the {r.horizon} values of "
                 f"{name}'s curve")
         if how == "update" and r.horizon == r.epochs and not near(r.horizon, r.updates):

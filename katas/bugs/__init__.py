@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 from katas.bugs import (
+    accum_scale,
+    accum_sched,
+    causal_mask,
     clip_order,
     data_inplace,
     decay_norm,
@@ -9,19 +12,29 @@ from katas.bugs import (
     eval_mode,
     frozen,
     functional_dropout,
+    key_mask,
     label_shift,
     leak,
     log0,
     metric_count,
+    no_grouping,
+    no_shift,
     no_shuffle,
     no_step,
     orphan_params,
+    pad_global,
+    pad_loss,
+    pad_pool,
     raw_inputs,
+    resume_state,
     scheduler,
     shape_broadcast,
     softmax_ce,
     train_mode,
+    unscale_clip,
+    untied,
     val_grad,
+    view_transpose,
     worker_seed,
     zero_grad,
 )
@@ -31,7 +44,9 @@ BUGS: dict[str, Bug] = {
     module.BUG.id: module.BUG
     for module in (zero_grad, no_step, leak, eval_mode, val_grad, train_mode, detach, scheduler, log0, softmax_ce,
                    functional_dropout, worker_seed, clip_order, metric_count, orphan_params, data_inplace,
-                   shape_broadcast, no_shuffle, label_shift, frozen, raw_inputs, decay_norm)
+                   shape_broadcast, no_shuffle, label_shift, frozen, raw_inputs, decay_norm, pad_loss, pad_pool, key_mask,
+                   view_transpose, pad_global, no_grouping, accum_scale, accum_sched, unscale_clip, resume_state,
+                   causal_mask, no_shift, untied)
 }
 
 

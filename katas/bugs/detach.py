@@ -44,20 +44,48 @@ def called_from_forward(methods: dict[str, cst.FunctionDef]) -> list[cst.Functio
     return found
 
 
+def picked(ctx: Context, call: cst.Call) -> cst.BaseExpression:
+    """What to detach: the call, or the element taken from it when the submodule returns a tuple
+    (``self.attn(q, k, v)[0]``): a tuple has no ``.detach()``."""
+    parent = ctx.parents.get(call)
+    return parent if isinstance(parent, cst.Subscript) and parent.value is call else call
+
+
+def calls_tied(call: cst.Call, tied: set[str]) -> bool:
+    return isinstance(call.func, cst.Attribute) and is_self_attribute(call.func) and call.func.attr.value in tied
+
+
+def tied_submodules(cls: cst.ClassDef) -> set[str]:
+    """Names ``A`` and ``B`` of every ``self.A.weight = self.B.weight`` (weight tying) in the class."""
+    tied = set()
+    for assign in find(cls, cst.Assign):
+        sides = [t.target for t in assign.targets] + [assign.value]
+        owners = [side.value.attr.value for side in sides if isinstance(side, cst.Attribute)
+                  and isinstance(side.value, cst.Attribute) and is_self_attribute(side.value)]
+        if len(owners) == len(sides) == 2:
+            tied.update(owners)
+    return tied
+
+
 class DetachBranch(Operator):
     """In a module's ``forward`` (or a method of the module it calls), detach the output of a submodule that
-    feeds another submodule."""
+    feeds another submodule.
+
+    Not the output of a submodule whose weight is tied to another's (``self.head.weight = self.emb.weight``): the
+    shared matrix still learns through its other use, so no layer keeps its initial weights, which is what this
+    bug shows (and what gradient-flow, charting parameters, sees); the cut there is another lesson."""
 
     no_site = "no model's forward() passes one submodule's output on to another"
 
     def sites(self, ctx: Context) -> list[Site]:
         sites = []
-        for _, methods in module_classes(ctx):
+        for cls, methods in module_classes(ctx):
+            tied = tied_submodules(cls)
             for function in called_from_forward(methods):
                 calls = [c for c in submodule_calls(function) if c.func.attr.value not in methods]
                 calls += looped_submodule_calls(function)
-                sites += [Site(f"detach:{ctx.where(c)}:{ctx.code(c)}", c)
-                          for c in calls if self.feeds_submodule(ctx, c, calls, function)]
+                sites += [Site(f"detach:{ctx.where(c)}:{ctx.code(c)}", picked(ctx, c)) for c in calls
+                          if self.feeds_submodule(ctx, c, calls, function) and not calls_tied(c, tied)]
         return sites
 
     @staticmethod

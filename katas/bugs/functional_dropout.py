@@ -26,6 +26,21 @@ def dropout_modules(ctx: Context, init: cst.FunctionDef) -> dict[str, tuple[cst.
     return found
 
 
+def rate_in_forward(init: cst.FunctionDef, rate: cst.BaseExpression, name: str) -> tuple[cst.BaseExpression, bool]:
+    """The rate as ``forward`` can write it, and whether the module must stay. A rate that reads a parameter of
+    ``__init__`` (``nn.Dropout(dropout)``, ``nn.Dropout(cfg.p)``), which ``forward`` cannot see: the parameter's
+    default when the rate is that parameter and its default a constant, else the module's own ``self.name.p`` (the
+    module is kept). Anything else (a constant, a module-level name, ``self.p``) as it is."""
+    params = {p.name.value: p for p in init.params.params if p.name.value != "self"}
+    read = {n.value for n in find(rate, cst.Name)} | ({rate.value} if isinstance(rate, cst.Name) else set())
+    if not read & params.keys():
+        return rate, False
+    default = params[rate.value].default if isinstance(rate, cst.Name) else None
+    if isinstance(default, (cst.Float, cst.Integer)):
+        return default, False
+    return cst.parse_expression(f"self.{name}.p"), True
+
+
 def functional_prefix(ctx: Context) -> str:
     """How this script can name ``torch.nn.functional``: its own alias (``F``) if it has one."""
     for name in ctx.all(cst.Name):
@@ -56,13 +71,14 @@ class DropoutToFunctional(Operator):
         init = next(f for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value == "__init__")
         name = site.node.func.attr.value
         statement, rate = dropout_modules(ctx, init)[name]
+        rate, keep = rate_in_forward(init, rate, name)
         call = cst.parse_expression(f"{functional_prefix(ctx)}.dropout(h, p)")
         call = call.with_changes(args=[site.node.args[0].with_changes(comma=call.args[0].comma), call.args[1].with_changes(
             value=rate)])
         uses = [a for a in ctx.all(cst.Attribute) if is_self_attribute(a) and a.attr.value == name
                 and ctx.enclosing(a, cst.ClassDef) is cls]
         module = rewrite(ctx.module, {site.node: lambda _: call})
-        if len(uses) > 2:  # the assignment and the call: anything more keeps the module
+        if keep or len(uses) > 2:  # the assignment and the call: anything more keeps the module
             return module
         changed = Context.of(module.code)
         doomed = [s for s in changed.all(cst.SimpleStatementLine) if changed.code(s) == ctx.code(statement)]

@@ -11,7 +11,10 @@ from katas.engine.patterns import body_statement, innermost_training_loops, loop
 
 class StepPerEpoch(Operator):
     """Move the scheduler step out of the batch loop, to just after it, where an epoch loop around the batch
-    loop (in the same function or in its callers) then steps it once per epoch."""
+    loop (in the same function or in its callers) then steps it once per epoch. A guard that holds only the step
+    (``if warmup is not None:``) moves with it; a block the step shares with the update (every ACCUM micro-batches:
+    unscale, clip, optimizer step, zero_grad, scheduler step) stays, and only the step leaves it: moving the whole
+    block would also take the optimizer step out of the loop, a different bug."""
 
     no_site = "it has no learning-rate scheduler stepped inside a batch loop that an epoch loop repeats"
 
@@ -19,7 +22,7 @@ class StepPerEpoch(Operator):
         for call in ctx.calls(loop.body, "step"):
             role = ctx.role(call.func.value)
             if role.kind == SCHEDULER:
-                yield body_statement(ctx, call, loop.body), role
+                yield moved_statement(ctx, call, loop.body), role
 
     def sites(self, ctx: Context) -> list[Site]:
         return [Site(f"scheduler:{ctx.where(loop)}:{loop_label(ctx, loop)}:{ctx.code(statement)}", statement,
@@ -50,6 +53,15 @@ for epoch in range(epochs):
         opt.step()
     sched.step()
 """)]
+
+
+def moved_statement(ctx: Context, call: cst.Call, block: cst.IndentedBlock) -> cst.CSTNode:
+    """The step's own line when it shares a nested block with other statements, else the loop's statement holding it."""
+    top, own = body_statement(ctx, call, block), ctx.statement(call)
+    parent = ctx.parents.get(own)
+    if own is not top and isinstance(parent, cst.IndentedBlock) and len(parent.body) > 1:
+        return own
+    return top
 
 
 BUG = Bug(

@@ -331,11 +331,13 @@ BUG = Bug(
          "`*_with_logits` losses apply `logsigmoid`). Given probabilities, they squash them a second time: scores "
          "confined to [0, 1] differ by at most 1, so even a perfect prediction keeps a loss of about "
          "ln(1 + (k - 1)/e) for k classes, and the gradients pass through the softmax's Jacobian and shrink as the "
-         "model grows confident. Training still works, but slowly, with a loss that plateaus and unconfident outputs."),
+         "model grows confident. Training still works, but slowly, with a loss that plateaus and unconfident outputs; "
+         "over a language model's vocabulary (28 characters: a floor of 2.39 nats) it hardly learns at all."),
     fix=("Pass the raw scores (logits) to `F.cross_entropy` / `nn.CrossEntropyLoss` (and to "
          "`BCEWithLogitsLoss`). Apply `softmax` (or `sigmoid`) only where probabilities are needed, outside the loss, "
          "e.g. for reporting; or use `log_softmax` with `nll_loss`."),
     probes=("logit-input",),
+    breaks_training=("lm",),
     follow_up=(
         "Why do PyTorch's classification losses take logits rather than probabilities? What does fusing "
         "log and softmax buy numerically?",

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ScopeProvider
 
-from katas.engine.tree import is_self_attribute, remember
+from katas.engine.tree import find, is_self_attribute, remember
 from katas.engine.tree import method as method_of
 
 OPTIMIZER, SCHEDULER, MODEL, LOADER = "optimizer", "scheduler", "model", "loader"
@@ -227,7 +227,11 @@ class Context:
                 if node.value is not None:
                     kind = self._role(node.value)
                     for target in targets:
-                        self._bind(target, kind)
+                        if isinstance(target, (cst.Tuple, cst.List)):
+                            for element, part in zip(target.elements, self._unpacked(node.value)):
+                                self._bind(element.value, part)
+                        else:
+                            self._bind(target, kind)
             for call in calls:
                 params = self.functions[call.func.value].params
                 positional = [*params.posonly_params, *params.params]
@@ -241,6 +245,17 @@ class Context:
                         self._bind(param.name, self._role(arg.value))
             if self._bindings == before:
                 return
+
+    def _unpacked(self, value: cst.BaseExpression) -> list[str | None]:
+        """Roles of the parts of a tuple: written out, or returned (as one tuple) by a function of this file."""
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in self.functions:
+            function = self.functions[value.func.value]
+            returns = [r.value for r in find(function, cst.Return)
+                       if isinstance(r.value, cst.Tuple) and self.enclosing(r, cst.FunctionDef) is function]
+            value = returns[0] if len(returns) == 1 else value
+        if isinstance(value, (cst.Tuple, cst.List)) and not any(isinstance(e, cst.StarredElement) for e in value.elements):
+            return [self._role(e.value) for e in value.elements]
+        return []
 
     def _bind(self, target: cst.BaseExpression, kind: str | None) -> None:
         key = self.binding(target)

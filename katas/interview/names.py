@@ -60,14 +60,73 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "seed_worker": ("init_worker", "reseed_worker", "worker_init"),
     "binary_cross_entropy": ("bce", "bce_loss", "binary_loss"),
     "main": ("cli_main", "run", "entry"),
+    # the lm reference
+    "make_text": ("synth_text", "make_corpus", "generate_text"),
+    "encode": ("to_ids", "tokenize", "encode_text"),
+    "get_batch": ("batch_at", "make_batch", "fetch_batch"),
+    "warmup_cosine": ("lr_lambda", "schedule_fn", "warmup_then_cosine"),
+    "hidden": ("state", "h_state", "memory"),
+    "chunks": ("n_chunks", "steps_per_epoch", "num_chunks"),
+    "train_data": ("train_ids", "train_tokens", "train_stream"),
+    "val_data": ("val_ids", "val_tokens", "val_stream"),
+    "warmup": ("warmup_steps", "n_warmup", "ramp_steps"),
+    "starts": ("offsets", "begins", "positions"),
+    "stream": ("stream_len", "span", "per_stream"),
+    "sentences": ("lines", "sents", "phrases"),
+    "subject": ("head_np", "first_np", "subj"),
+    "options": ("choices", "candidates", "pool"),
+    # the text reference
+    "make_sequences": ("sample_sequences", "synth_sequences", "make_examples"),
+    "seqs": ("sequences", "samples", "items"),
+    "labels": ("targets", "y_true", "classes"),
+    "lengths": ("lens", "sizes", "seq_lens"),
+    "wins": ("top_count", "lead", "winner_count"),
+    "counts": ("tallies", "n_marks", "freq"),
+    "markers": ("marks", "marker_ids", "signal"),
+    "filler": ("noise", "padding_tokens", "rest"),
+    "collate": ("pad_collate", "collate_batch", "collate_fn"),
+    "tokens": ("ids", "input_ids", "tok"),
+    "keep": ("mask", "is_real", "valid"),
+    "token_targets": ("tok_targets", "per_token_y", "aux_targets"),
+    "token_logits": ("tok_logits", "per_token_logits", "aux_logits"),
+    "token_criterion": ("token_loss_fn", "aux_criterion", "tok_loss"),
+    "pooled": ("summary", "mean_h", "sent_vec"),
+    "sampler": ("batch_sampler", "bucket_sampler", "grouper"),
+    "mega": ("pool_size", "window", "chunk_size"),
+    "chunk": ("window_ids", "block", "group"),
+    "batches": ("groups", "buckets", "batch_list"),
+    "order": ("perm", "shuffled", "idx_order"),
+    "aux": ("aux_weight", "token_weight", "lam"),
+    "build": ("make_run", "setup", "create_training"),
+    "run_epochs": ("train_epochs", "loop_epochs", "do_epochs"),
+    "total_steps": ("num_steps", "n_steps", "max_steps"),
+    "state": ("ckpt", "saved", "snapshot"),
+    "args": ("shared", "data_args", "common"),
     # classes
     "Classifier": ("Net", "BranchNet", "TwoPathMLP"),
+    "TinyLM": ("CharLM", "TinyCharModel", "RecurrentAttnLM"),
     "JitteredPoints": ("NoisyPoints", "PointDataset", "AugmentedPoints"),
     "Scorer": ("BinaryNet", "LogitModel", "Detector"),
+    # the text reference's classes
+    "TokenSequences": ("SeqDataset", "TokenDataset", "VarLenSequences"),
+    "LengthGroupedSampler": ("BucketBatchSampler", "SortishSampler", "LengthBucketSampler"),
+    "SequenceClassifier": ("SeqClassifier", "TokenClassifier", "HybridEncoder"),
     # constants
     "NUM_CLASSES": ("N_CLASSES", "CLASSES", "K"),
     "NUM_FEATURES": ("N_FEATURES", "DIM", "D_IN"),
     "EPS": ("EPSILON", "TINY", "SMALL"),
+    # the text reference's constants
+    "PAD": ("PAD_ID", "PAD_IDX", "PAD_TOKEN"),
+    "VOCAB": ("VOCAB_SIZE", "N_TOKENS", "V"),
+    "MARKERS": ("N_MARKERS", "NUM_MARKERS", "K_MARKERS"),
+    "BUCKETS": ("N_BUCKETS", "AUX_CLASSES", "NUM_BUCKETS"),
+    "ACCUM": ("ACCUM_STEPS", "GRAD_ACCUM", "ACCUMULATE"),
+    "MAX_NORM": ("CLIP", "GRAD_CLIP", "CLIP_NORM"),
+    "BATCH_SIZE": ("BS", "BATCH", "MICRO_BATCH"),
+    "EPOCHS": ("N_EPOCHS", "NUM_EPOCHS", "MAX_EPOCHS"),
+    "RESUME_AFTER": ("SAVE_AFTER", "CKPT_EPOCH", "SPLIT_EPOCH"),
+    "MIN_LEN": ("SHORTEST", "LEN_MIN", "MIN_TOKENS"),
+    "MAX_LEN": ("LONGEST", "LEN_MAX", "MAX_TOKENS"),
 }
 
 DESCRIPTIONS: dict[str, tuple[str, ...]] = {
@@ -80,5 +139,19 @@ DESCRIPTIONS: dict[str, tuple[str, ...]] = {
         "Train a binary classifier on two synthetic blobs with a hand-written cross-entropy.",
         "Fit a small scorer that separates two Gaussian blobs; the loss is written out by hand.",
         "Binary training script: synthetic blobs, an MLP with one output logit, custom BCE.",
+    ),
+    "lm": (
+        "Train a tiny character-level language model on text from a small synthetic grammar.",
+        "Fit a next-character model (a GRU memory carried across chunks, causal self-attention, a tied output head) "
+        "and report validation loss.",
+        "Language-model training script: token streams cut into chunks, truncated backpropagation through time, "
+        "warm-up + cosine.",
+    ),
+    "text": (
+        "Train a small classifier on variable-length token sequences padded per batch.",
+        "Fit a sequence model (a transformer encoder and a GRU over embedded tokens, masked mean pooling, an auxiliary "
+        "per-token head) that tells which marker token occurs most often, and report validation accuracy.",
+        "Sequence-classification training script: length-grouped batches, mixed precision with gradient accumulation, "
+        "warm-up + cosine, a mid-run checkpoint and resume.",
     ),
 }

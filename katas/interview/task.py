@@ -26,6 +26,8 @@ CONFLICTS = {frozenset({"eval-mode", "train-mode"}), frozenset({"detach", "log0"
 # Without an optimizer step there is no update to carry old gradients, to clip, to schedule, to end up at log(0),
 # and no step to keep a leaked graph across.
 CONFLICTS |= {frozenset({"no-step", other}) for other in ("zero-grad", "clip-order", "scheduler", "log0", "leak")}
+# An untrained model's printed accuracy gives too little to tell a miscounted denominator from chance.
+CONFLICTS |= {frozenset({"no-step", "metric-count"})}
 # Two bugs seen by one probe: fixing one would leave the symptom, and the grade could not tell which was fixed.
 CONFLICTS |= {frozenset({"eval-mode", "functional-dropout"}), frozenset({"frozen", "detach"}),
               frozenset({"shape-broadcast", "metric-count"})}
@@ -38,6 +40,14 @@ CONFLICTS |= {frozenset({"no-step", other}) for other in ("frozen", "decay-norm"
 CONFLICTS |= {frozenset({"orphan-params", "detach"}), frozenset({"orphan-params", "data-inplace"}),
               frozenset({"data-inplace", "detach"}),
               frozenset({"shape-broadcast", "log0"}), frozenset({"label-shift", "log0"})}
+# Unshifted targets take away the next-token objective the causality check is premised on.
+CONFLICTS |= {frozenset({"causal-mask", "no-shift"})}
+CONFLICTS |= {frozenset({"pad-global", "no-grouping"})}  # one probe (padding-waste) sees both
+CONFLICTS |= {frozenset({"pad-pool", "key-mask"})}  # one probe (pad-invariance) sees both
+# No update: nothing accumulated, clipped, scheduled or resumed to judge. Stale gradients hide the micro-batch mean;
+# a clip moved after the step leaves no clip before it to compare with.
+CONFLICTS |= {frozenset({"no-step", other}) for other in ("accum-scale", "accum-sched", "unscale-clip", "resume-state")}
+CONFLICTS |= {frozenset({"zero-grad", "accum-scale"}), frozenset({"clip-order", "unscale-clip"})}
 
 
 class TaskError(ValueError):

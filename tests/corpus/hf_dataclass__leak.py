@@ -1,4 +1,4 @@
-# expect: graphs-retained
+# expect: graphs-retained padding-waste
 """A Hugging-Face-Trainer-like loop: dict batches, padded sequences, model computes its own loss."""
 import math
 from collections import OrderedDict

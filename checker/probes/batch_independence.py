@@ -1,0 +1,195 @@
+"""batch-independence: in eval mode, a sample's outputs do not depend on the other samples of its batch.
+
+A reshape that swaps the batch and time dimensions (``h.view(T, B, H)`` where
+``h.transpose(0, 1)`` was meant) has the right shape and mixes samples: each sequence
+is fed pieces of its neighbours. Nothing raises; the model learns far less.
+
+Rule. At the first update (or the end of the run), the probe takes the latest training
+forward of a model that takes token ids (an integer ``(batch, time)`` argument, an
+``nn.Embedding`` in the model), with at least two samples. A float32 copy of the model
+in eval mode, no autocast, is run on that batch, then again with the real tokens of every
+sample but the first replaced by other token ids drawn from the batch (padding
+positions, and sample 1, kept as they were; a fixed generator). Sample 1's outputs
+(every output whose leading dimension is the batch's) must not change.
+
+* pass: they change by at most 1e-6 of their scale;
+* fail: by more than 1e-3 of it;
+* cannot tell in between, or when the copy cannot be run.
+
+Measured (float32, CPU): every correct script with token ids changes by exactly 0 (the
+text reference, the padding fixtures, the corpus token models). With the GRU fed
+``h.view(T, B, H)`` (or ``out.view(B, T, H)`` back) instead of a transpose: 0.37 to 0.42
+of the outputs' scale on the text reference, 0.21 to 0.49 with ``.contiguous().view``
+(fixture), 0.89 on the corpus intent/slot model.
+
+Why a correct script does not fail. In eval mode every standard layer computes each
+sample from that sample alone (dropout off, batch-norm on its running statistics), so
+changing other samples' tokens leaves sample 1's arithmetic bit for bit the same. A
+model that normalises with batch statistics even in eval mode is not compared (cannot
+tell). Padding positions are kept, so masks and lengths stay valid.
+
+Not applicable when no training forward takes token ids, every batch seen holds one
+sample, or no output has one row per sample (outputs flattened over time, tokens laid out
+time first, as in a batchified language model). Cannot tell when the copy's forward fails or no output is per sample.
+
+The check never disturbs the run: the copy runs with the RNG forked, autocast off, every
+module hook and the session's events muted (as grad-check's copy). Cost: one deep copy
+and two forwards of one batch, once per run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from checker.events import Event
+from checker.facts import RunFacts
+from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
+
+ID = "batch-independence"
+TITLE = "samples of a batch do not influence each other"
+SYMPTOM_ID, SYMPTOM = "neighbour-sensitivity", "one sample's outputs when the other samples of its batch change"
+
+SAME = 1e-6  # relative change that passes
+CHANGED = 1e-3  # ... above which the outputs depend on the other samples
+SEED = 20240917
+
+
+@dataclass
+class Observation:
+    model: str = ""  # "" when no training forward took token ids
+    samples: int = 0  # samples in the copy's batch
+    problem: str = ""
+    change: float | None = None  # largest change of sample 1's outputs
+    scale: float = 0.0  # largest magnitude of sample 1's outputs
+    batch_dependent: str = ""
+    per_sample: bool = True  # some output has one row per sample of the token input
+
+
+class Observer:
+    def __init__(self, session):
+        from checker.probes.token_inputs import TokenForwards
+
+        self.session = session
+        self.forwards = TokenForwards(session)
+        self.obs = Observation()
+        self.done = False
+        self.attempts = 0
+        session.on(Event.FORWARD, ID, self.forwards.on_forward)
+        session.on(Event.UPDATE_PRE, ID, self.on_update)
+
+    def on_update(self, update) -> None:
+        if self.done or self.session.forward is not None:
+            return
+        self.attempts += 1
+        self._try(final=False)
+
+    def _try(self, final: bool) -> None:
+        from checker.probes.token_inputs import ATTEMPTS
+
+        reached = self.forwards.reached()
+        chosen = next((f for f in reached if f.tokens.shape[0] >= 2), None)
+        if chosen is None and not final and self.attempts < ATTEMPTS:
+            return
+        latest = next(iter(reached), None) or self.forwards.latest
+        self.done = True
+        if chosen is not None:
+            self.obs = check(self.session, chosen)
+        elif latest is not None:
+            self.obs = Observation(model=type(latest.module).__name__, samples=int(latest.tokens.shape[0]))
+        self.forwards.stop()
+
+    def summary(self) -> Observation:
+        if not self.done:
+            self._try(final=True)
+        return self.obs
+
+
+def check(session, found) -> Observation:
+    import torch
+
+    from checker.probes.token_inputs import batch_dependent, convert, float_copy, float_outputs, isolated, unwrap
+
+    module = unwrap(found.module)
+    n = int(found.tokens.shape[0])
+    obs = Observation(model=type(found.module).__name__, samples=n)
+    if type(module).__name__ == "OptimizedModule":
+        obs.problem = "the model is compiled (torch.compile): an eager copy would not run the code that trained"
+        return obs
+    obs.batch_dependent = batch_dependent(module)
+    if obs.batch_dependent:
+        return obs
+    tokens = found.tokens.detach()
+    real = tokens != found.pad if found.pad is not None else torch.ones_like(tokens, dtype=torch.bool)
+    real[0] = False
+    pool = torch.unique(tokens[tokens != found.pad] if found.pad is not None else tokens)
+    generator = torch.Generator().manual_seed(SEED)
+    drawn = pool.cpu()[torch.randint(len(pool), tuple(tokens.shape), generator=generator)].to(tokens.device)
+    changed = torch.where(real, drawn, tokens)
+
+    def same(t, replacement):
+        if t is found.tokens:
+            return replacement
+        t = t.detach()
+        return t.float() if t.is_floating_point() else t
+
+    with isolated(session, module):
+        try:
+            twin = float_copy(module)
+        except Exception as exc:
+            obs.problem = f"the model could not be copied ({type(exc).__name__}: {exc})"
+            return obs
+        try:
+            runs = []
+            for replacement in (tokens, changed):
+                torch.manual_seed(0)
+                args = convert(found.args, lambda t: same(t, replacement))
+                kwargs = convert(found.kwargs, lambda t: same(t, replacement))
+                runs.append([t for t in float_outputs(twin(*args, **kwargs)) if t.dim() >= 1 and t.shape[0] == n])
+        except Exception as exc:
+            obs.problem = f"the model's forward failed on the copy ({type(exc).__name__}: {exc})"
+            return obs
+    pairs = [(a[0], b[0]) for a, b in zip(*runs) if a.shape == b.shape]
+    if not pairs:
+        obs.per_sample = False
+        return obs
+    if not all(bool(a.isfinite().all()) and bool(b.isfinite().all()) for a, b in pairs):
+        obs.problem = "an output of the copy is not finite"
+        return obs
+    obs.change = max(float((a - b).abs().max()) for a, b in pairs)
+    obs.scale = max(float(a.abs().max()) for a, _ in pairs)
+    return obs
+
+
+def judge(obs: Observation, facts: RunFacts) -> Finding:
+    if not obs.model:
+        why = "no training forward took token ids"
+        return Finding(ID, TITLE, NOT_APPLICABLE, message=why, observed=why)
+    if obs.batch_dependent:
+        why = f"{obs.model} was not compared: {obs.batch_dependent}"
+        return Finding(ID, TITLE, CANNOT_TELL, message=why, observed=why)
+    if obs.samples < 2:
+        why = f"every batch {obs.model} was trained on held one sample: there are no neighbours to compare"
+        return Finding(ID, TITLE, NOT_APPLICABLE, message=why, observed=why)
+    if not obs.per_sample:
+        why = (f"no output of {obs.model} has one row per sample of its token input (outputs flattened over time, "
+               "or tokens laid out time first): samples cannot be told apart")
+        return Finding(ID, TITLE, NOT_APPLICABLE, message=why, observed=why)
+    if obs.problem or obs.change is None:
+        why = f"{obs.model} was not compared: {obs.problem or 'nothing was compared'}"
+        return Finding(ID, TITLE, CANNOT_TELL, message=why, observed=why)
+    relative = obs.change / obs.scale if obs.scale > 0 else (0.0 if obs.change == 0 else float("inf"))
+    where = (f"on a float32 eval copy of {obs.model}, {obs.samples} samples, the other samples' tokens replaced: the "
+             f"first sample's outputs changed by {obs.change:.2g} (outputs up to {obs.scale:.2g})")
+    measured, threshold = f"{relative:.2g}", f"≤ {SAME:.0e}"
+    if relative <= SAME:
+        return Finding(ID, TITLE, PASS, measured, threshold, where,
+                       observed=f"a sample's outputs do not change when the rest of its batch changes "
+                                f"({relative:.1e} of their size)")
+    observed = (f"a sample's outputs change when the other samples of its batch change: by {obs.change:.2g} "
+                f"({relative:.2g} of their size)")
+    if relative <= CHANGED:
+        return Finding(ID, TITLE, CANNOT_TELL, measured, threshold,
+                       f"{where}: more than rounding explains, too little to be sure", observed=observed)
+    return Finding(ID, TITLE, FAIL, measured, threshold,
+                   f"{where}. Samples are mixed inside the model: a reshape (`view`) where the batch and time "
+                   "dimensions had to be swapped (`transpose`), or an operation across the batch dimension",
+                   observed=observed)

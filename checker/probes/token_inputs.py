@@ -1,0 +1,212 @@
+"""Token-id inputs of a model and their padding id, found from behaviour (shared by the padding probes).
+
+Not a probe. A model's forward takes token ids when one of its tensor arguments is an
+integer tensor of shape (batch, time) and the model holds an ``nn.Embedding``. Its
+padding id is read, in this order, from:
+
+* ``padding_idx`` of the model's embeddings (when they agree on one value);
+* a boolean argument of the tokens' shape that splits them by one value: every position
+  it marks one way holds that value and none marked the other way does (a key padding
+  mask ``tokens == PAD``, or its complement ``tokens != PAD``);
+* a one-dimensional integer argument of one length per sample, the longest as long as
+  the batch: every position past a sample's length holds the same value.
+
+When none of these holds, the padding id is unknown and the probes that need it say so.
+Everything here runs in the checked process; torch is imported inside the functions.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+GIVE_UP = 16  # training forwards without token ids after which, none having had any, watching stops
+KEPT = 4  # recent training forwards whose arguments are kept until the check
+ATTEMPTS = 8  # updates at which a check is tried before the probe gives up waiting
+
+
+@dataclass
+class TokenForward:
+    """A training forward whose arguments hold token ids."""
+
+    module: Any
+    args: tuple
+    kwargs: dict
+    tokens: Any  # the (batch, time) integer tensor
+    pad: int | None  # the padding id, None when unknown
+    source: str  # how the padding id was found, or why it was not
+
+
+def integer(t) -> bool:
+    import torch
+
+    return not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool
+
+
+def token_input(module, args: tuple, kwargs: dict):
+    """The (batch, time) integer tensor of the call, when the model embeds tokens; else None."""
+    import torch
+
+    from checker.session import tensors_in
+
+    if not any(isinstance(m, torch.nn.Embedding) for m in module.modules()):
+        return None
+    return next((t for t in tensors_in((args, kwargs)) if integer(t) and t.dim() == 2 and t.shape[1] >= 2), None)
+
+
+def padding_id(module, args: tuple, kwargs: dict, tokens) -> tuple[int | None, str]:
+    """(the padding id, how it was found) or (None, why not)."""
+    import torch
+
+    from checker.session import tensors_in
+
+    ids = {m.padding_idx for m in module.modules() if isinstance(m, torch.nn.Embedding) and m.padding_idx is not None}
+    if len(ids) == 1:
+        pad = ids.pop()
+        return (pad if pad >= 0 else None), "the embedding's padding_idx"
+    for t in tensors_in((args, kwargs)):
+        if t.dtype == torch.bool and t.shape == tokens.shape:
+            for marked in (t, ~t):
+                values = tokens[marked]
+                if values.numel() and bool((values == values[0]).all()):
+                    pad = int(values[0])
+                    if not bool((tokens[~marked] == pad).any()):
+                        return pad, "the mask passed with the tokens"
+        if integer(t) and t.dim() == 1 and t.shape[0] == tokens.shape[0] and t is not tokens:
+            lengths = t.to(tokens.device)
+            if int(lengths.max()) == tokens.shape[1] and int(lengths.min()) >= 1:
+                beyond = torch.arange(tokens.shape[1], device=tokens.device)[None, :] >= lengths[:, None]
+                values = tokens[beyond]
+                if values.numel() and bool((values == values[0]).all()):
+                    return int(values[0]), "the lengths passed with the tokens"
+    return None, "no padding id: no embedding has a padding_idx, and no mask or lengths passed with the tokens mark one"
+
+
+class TokenForwards:
+    """Keeps the arguments of the latest training forwards that take token ids, until ``stop()``."""
+
+    def __init__(self, session):
+        from torch.nn.modules import module as module_hooks
+
+        self.session = session
+        self._pending = None
+        self.kept: dict[int, tuple[Any, TokenForward]] = {}  # forward index -> (Forward, TokenForward)
+        self.seen_tokens = False
+        self._embeds: dict[int, bool] = {}  # id(module) -> it holds an nn.Embedding
+        self._handle = module_hooks.register_module_forward_hook(self._after, with_kwargs=True)
+        self.latest: TokenForward | None = None
+        self.misses = 0
+        self.stopped = False
+
+    def on_forward(self, forward) -> None:
+        self._pending = forward if forward.grad else None
+
+    def _after(self, module, args, kwargs, output) -> None:
+        import torch
+
+        if torch.compiler.is_compiling():  # inside code torch.compile traces: call through, touching nothing
+            return
+        pending = self._pending
+        if pending is None or pending.ref() is not module:
+            return
+        self._pending = None
+        embeds = self._embeds.get(id(module))
+        if embeds is None:
+            embeds = self._embeds[id(module)] = any(isinstance(m, torch.nn.Embedding) for m in module.modules())
+        tokens = token_input(module, args, kwargs) if embeds else None
+        if tokens is None:
+            self.misses += 1
+            if self.misses >= GIVE_UP and not self.seen_tokens:
+                self.stop()
+            return
+        self.seen_tokens = True
+        pad, source = padding_id(module, args, kwargs, tokens)
+        found = TokenForward(module, args, kwargs, tokens, pad, source)
+        self.latest = found
+        self.kept[pending.index] = (pending, found)
+        while len(self.kept) > KEPT:
+            self.kept.pop(next(iter(self.kept)))
+
+    def reached(self) -> list[TokenForward]:
+        """Kept forwards a backward pass reached, latest first."""
+        return [found for forward, found in reversed(self.kept.values()) if forward.reached]
+
+    def stop(self) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
+        self._pending = None
+        self.kept.clear()
+        self.latest = None
+        self._handle.remove()
+
+
+# -- running a copy ---------------------------------------------------------------
+
+
+def float_copy(module):
+    """A float32 copy in eval mode, without the model's own hooks (see grad-check's float64 copy)."""
+    import torch
+
+    from checker.probes.grad_check import copy_of
+
+    twin = copy_of(module).float()
+    for m in twin.modules():  # tensors kept as plain attributes: copy_of made them float64
+        for name, value in list(vars(m).items()):
+            if isinstance(value, torch.Tensor) and value.dtype == torch.float64:
+                vars(m)[name] = value.float().requires_grad_(value.requires_grad)
+            elif isinstance(value, (list, tuple, dict)):  # modules kept in a plain container, not registered
+                for item in value.values() if isinstance(value, dict) else value:
+                    if isinstance(item, torch.nn.Module):
+                        item.float()
+    return twin
+
+
+@contextlib.contextmanager
+def isolated(session, module):
+    """Nothing the copy does reaches the script: RNG forked, hooks and events muted, autocast off, grad on (the
+    training path of every layer, not an inference fast path)."""
+    import torch
+
+    from checker.probes.grad_check import forked_rng, quiet
+
+    device = next((p.device for p in module.parameters()), torch.device("cpu"))
+    with quiet(session), forked_rng(device), torch.inference_mode(False), torch.enable_grad(), \
+            torch.autocast("cpu", enabled=False), \
+            (torch.autocast("cuda", enabled=False) if device.type == "cuda" else contextlib.nullcontext()):
+        yield
+
+
+def unwrap(module):
+    if type(module).__name__ in ("DataParallel", "DistributedDataParallel"):
+        return module.module
+    return module
+
+
+def batch_dependent(module) -> str:
+    """A layer whose eval output legitimately depends on the other samples of the batch, or ""."""
+    import torch
+
+    for name, m in module.named_modules():
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and not m.track_running_stats:
+            return f"{name or type(m).__name__} normalises with batch statistics even in eval mode"
+    return ""
+
+
+def convert(value, tensor_fn):
+    """``value`` with every tensor replaced by ``tensor_fn(t)`` (tuples, lists and dicts followed)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return tensor_fn(value)
+    if type(value) in (tuple, list):
+        return type(value)(convert(v, tensor_fn) for v in value)
+    if type(value) is dict:
+        return {k: convert(v, tensor_fn) for k, v in value.items()}
+    return value
+
+
+def float_outputs(output) -> list:
+    from checker.session import tensors_in
+
+    return [t.detach().float() for t in tensors_in(output) if t.is_floating_point()]

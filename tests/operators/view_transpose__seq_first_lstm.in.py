@@ -1,0 +1,14 @@
+import torch.nn as nn
+
+
+class Tagger(nn.Module):
+    def __init__(self, vocab, dim, tags):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.lstm = nn.LSTM(dim, dim)
+        self.out = nn.Linear(dim, tags)
+
+    def forward(self, words):
+        x = self.emb(words)
+        states, _ = self.lstm(x.transpose(1, 0))
+        return self.out(states).transpose(1, 0)
