@@ -218,7 +218,7 @@ def check(session, module, args: tuple, kwargs: dict) -> Observation:
             torch.autocast("cpu", enabled=False), \
             (torch.autocast("cuda", enabled=False) if device.type == "cuda" else contextlib.nullcontext()):
         try:
-            twin = copy_of(module)
+            twin = copy_of(module, torch.float64)
         except Exception as exc:
             obs.problem = f"the model could not be copied and converted to float64 ({type(exc).__name__}: {exc})"
             return obs
@@ -229,10 +229,11 @@ def check(session, module, args: tuple, kwargs: dict) -> Observation:
     return obs
 
 
-def copy_of(module):
-    """A float64 copy in eval mode, without the model's own hooks. Objects the model refers to that are neither
-    tensors, modules nor plain data (a trainer, a loader, a config) are shared, not copied; tensors it keeps as plain
-    attributes are copied (an activation it cached, detached) and converted too."""
+def copy_of(module, dtype=None):
+    """A copy in eval mode, without the model's own hooks, converted to ``dtype`` (None keeps the model's dtypes).
+    Objects the model refers to that are neither tensors, modules nor plain data (a trainer, a loader, a config)
+    are shared, not copied; tensors it keeps as plain attributes are copied (an activation it cached, detached)
+    and converted too."""
     import copy
     import enum
 
@@ -253,14 +254,16 @@ def copy_of(module):
             hooks = getattr(m, name, None)
             if hooks:
                 hooks.clear()
+        if dtype is None:
+            continue
         for name, value in list(vars(m).items()):
             if isinstance(value, torch.Tensor) and value.is_floating_point():
-                vars(m)[name] = value.detach().double().requires_grad_(value.requires_grad)
+                vars(m)[name] = value.detach().to(dtype).requires_grad_(value.requires_grad)
             elif isinstance(value, (list, tuple, dict)):  # modules kept in a plain container, not registered
                 for item in value.values() if isinstance(value, dict) else value:
                     if isinstance(item, torch.nn.Module):
-                        item.double().eval()
-    return twin.double().eval()
+                        item.to(dtype).eval()
+    return (twin if dtype is None else twin.to(dtype)).eval()
 
 
 def measure(twin, args: tuple, kwargs: dict, obs: Observation) -> None:

@@ -287,7 +287,7 @@ def fraction(targets, tokens) -> float | None:
 def perturb(session, module, args: tuple, kwargs: dict, tokens, dims: list[int]) -> list[Causal]:
     import torch
 
-    from checker.probes.grad_check import forked_rng, quiet
+    from checker.probes.grad_check import copy_of, forked_rng, quiet
 
     if type(module).__name__ in ("DataParallel", "DistributedDataParallel"):
         module = module.module
@@ -310,28 +310,6 @@ def perturb(session, module, args: tuple, kwargs: dict, tokens, dims: list[int])
             _, test.mixing = change(base, mixed, tokens.shape, dim, cut)
             results.append(test)
     return results
-
-
-def copy_of(module):
-    """A deep copy in eval mode, without its own hooks (plain objects it refers to shared, as grad-check does)."""
-    import copy
-
-    import torch
-
-    from checker.probes.grad_check import MODULE_HOOKS
-
-    memo = {}
-    for m in module.modules():
-        for value in vars(m).values():
-            if isinstance(value, torch.Tensor) and not value.is_leaf:
-                memo[id(value)] = value.detach()
-    twin = copy.deepcopy(module, memo)
-    for m in twin.modules():
-        for name in MODULE_HOOKS:
-            hooks = getattr(m, name, None)
-            if hooks:
-                hooks.clear()
-    return twin.eval()
 
 
 def replaced(tokens, dim: int, start: int, stop: int):

@@ -145,21 +145,12 @@ class TokenForwards:
 
 
 def float_copy(module):
-    """A float32 copy in eval mode, without the model's own hooks (see grad-check's float64 copy)."""
+    """A float32 copy in eval mode, without the model's own hooks (grad-check's copy, in float32)."""
     import torch
 
     from checker.probes.grad_check import copy_of
 
-    twin = copy_of(module).float()
-    for m in twin.modules():  # tensors kept as plain attributes: copy_of made them float64
-        for name, value in list(vars(m).items()):
-            if isinstance(value, torch.Tensor) and value.dtype == torch.float64:
-                vars(m)[name] = value.float().requires_grad_(value.requires_grad)
-            elif isinstance(value, (list, tuple, dict)):  # modules kept in a plain container, not registered
-                for item in value.values() if isinstance(value, dict) else value:
-                    if isinstance(item, torch.nn.Module):
-                        item.float()
-    return twin
+    return copy_of(module, torch.float32)
 
 
 @contextlib.contextmanager
