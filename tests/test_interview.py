@@ -24,7 +24,7 @@ SOURCES = {name: (REFERENCES / f"{name}.py").read_text() for name in NAMES}
 
 
 CHECKED = 8  # seeds whose 3-bug tasks and bug-free disguises run under the checker (2 × CHECKED checks)
-GENERATED = 32  # seeds whose 3-bug tasks are generated and diffed (CHECKED seeds also with 1 and 2 bugs)
+GENERATED = 48  # seeds whose 3-bug tasks are generated and diffed (CHECKED seeds also with 1 and 2 bugs)
 
 
 def task_for(seed: int, n_bugs: int):

@@ -235,16 +235,30 @@ class Context:
             for call in calls:
                 params = self.functions[call.func.value].params
                 positional = [*params.posonly_params, *params.params]
-                for i, arg in enumerate(call.args):
+                i = 0
+                for arg in call.args:
                     if arg.keyword is not None:
                         param = next((p for p in [*positional, *params.kwonly_params]
                                       if p.name.value == arg.keyword.value), None)
-                    else:
-                        param = positional[i] if i < len(positional) and not arg.star else None
-                    if param is not None:
-                        self._bind(param.name, self._role(arg.value))
+                        if param is not None:
+                            self._bind(param.name, self._role(arg.value))
+                        continue
+                    # ``*args`` of a tuple written out in this file passes its parts position by position
+                    parts = self._unpacked(self._tuple_behind(arg.value)) if arg.star == "*" else []
+                    for kind in parts or ([] if arg.star else [self._role(arg.value)]):
+                        if i < len(positional):
+                            self._bind(positional[i].name, kind)
+                        i += 1
+                    i += bool(arg.star) and not parts
             if self._bindings == before:
                 return
+
+    def _tuple_behind(self, name: cst.BaseExpression) -> cst.BaseExpression:
+        """The tuple (or list) written out where ``name`` is assigned, if that is its only assignment; else ``name``."""
+        key = self.binding(name)
+        values = [a.value for a in self.all(cst.Assign) if key is not None
+                  and any(self.binding(t.target) == key for t in a.targets)]
+        return values[0] if len(values) == 1 and isinstance(values[0], (cst.Tuple, cst.List)) else name
 
     def _unpacked(self, value: cst.BaseExpression) -> list[str | None]:
         """Roles of the parts of a tuple: written out, or returned (as one tuple) by a function of this file."""
