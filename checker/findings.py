@@ -10,6 +10,9 @@ from dataclasses import asdict, dataclass, field
 
 PASS, FAIL, NOT_APPLICABLE, ERROR = "pass", "fail", "n/a", "error"
 CANNOT_TELL = "cannot-tell"  # the probe applies, but what the run showed does not decide either way
+# A measured cost above a documented threshold (compute spent on padding): worth fixing, but the script is not
+# wrong, so the check still passes. A kata whose bug is that cost is not solved while its probe advises.
+ADVICE = "advice"
 
 
 @dataclass
@@ -27,6 +30,11 @@ class Finding:
     @property
     def failed(self) -> bool:
         return self.status in (FAIL, ERROR)
+
+    @property
+    def flagged(self) -> bool:
+        """Failed, or advises: what a kata's bug leaves visible."""
+        return self.failed or self.status == ADVICE
 
     @property
     def symptom(self) -> str:

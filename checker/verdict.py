@@ -11,11 +11,11 @@ import signal
 from dataclasses import dataclass, field
 
 from checker.facts import RunFacts
-from checker.findings import ERROR, Finding
+from checker.findings import ADVICE, ERROR, Finding
 from checker.probes import BY_ID, PROBES
 from checker.runner import Limits, Run
 
-SCHEMA = "torch-katas/check/3"
+SCHEMA = "torch-katas/check/4"
 DIAGNOSIS, SYMPTOMS = "diagnosis", "symptoms"
 EXIT_PASS, EXIT_SYMPTOM, EXIT_USAGE, EXIT_SCRIPT_FAILED, EXIT_TIMEOUT = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130
@@ -113,6 +113,10 @@ def judge(run: Run, script: str, device: str, limits: Limits) -> Report:
     failed = [f for f in report.findings if f.failed]
     if failed:
         return _set(report, "fail", EXIT_SYMPTOM, f"{len(failed)} of {len(report.findings)} checks found a symptom")
+    advice = [f for f in report.findings if f.status == ADVICE]
+    if advice:
+        return _set(report, "pass", EXIT_PASS, f"no symptom found and the script still trains; {len(advice)} "
+                    f"performance advice: {', '.join(f.probe for f in advice)}")
     return _set(report, "pass", EXIT_PASS, "no symptom found and the script still trains")
 
 

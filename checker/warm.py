@@ -99,12 +99,20 @@ def end_orphans() -> None:
             pass
 
 
+def preload() -> None:
+    """Import what common scripts make torch import lazily, once for all the checks this server forks: the
+    symbolic-shapes module (and sympy) that ``nn.MultiheadAttention`` loads to check a key padding mask (0.6 s
+    per check otherwise). It leaves dynamo deferred, so nothing a script does changes."""
+    import torch.fx.experimental.symbolic_shapes  # noqa: F401
+
+
 def serve() -> None:
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
     except (OSError, AttributeError):  # not Linux: the process group is all that gets ended
         pass
     harness.prepare()
+    preload()
     print("ready", flush=True)
     for line in sys.stdin:
         request = json.loads(line)

@@ -33,6 +33,9 @@ class Bug:
     operator: Operator
     # The health gate fails too, by design: everywhere (True) or on the named references only.
     breaks_training: bool | tuple[str, ...] = False
+    # References on which the planted script raises instead of running on: the error is what the learner observes,
+    # and the check reports the crash (a fix that only silences the error is checked by the probes).
+    raises: tuple[str, ...] = ()
 
     def breaks(self, reference: str) -> bool:
         """Whether the bug stops the named reference from learning (so its health gate fails too)."""
@@ -41,7 +44,7 @@ class Bug:
     def status(self, probe_statuses: dict[str, str]) -> str:
         """From a check's probe statuses: "fixed", "still present" or "cannot tell"."""
         statuses = [probe_statuses.get(p) for p in self.probes]
-        if any(s in ("fail", "error") for s in statuses):
+        if any(s in ("fail", "error", "advice") for s in statuses):
             return "still present"
         return "fixed" if all(s == "pass" for s in statuses) else "cannot tell"
 

@@ -17,12 +17,12 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from checker.findings import CANNOT_TELL, ERROR, FAIL, NOT_APPLICABLE, PASS, Finding
+from checker.findings import ADVICE, CANNOT_TELL, ERROR, FAIL, NOT_APPLICABLE, PASS, Finding
 from checker.verdict import SYMPTOMS, Report, symptom_title
 from katas.plots import Plot, evidence
 
 STYLES = {PASS: ("PASS", "green"), FAIL: ("FAIL", "bold red"), NOT_APPLICABLE: ("n/a", "dim"), ERROR: ("ERROR", "magenta"),
-          CANNOT_TELL: ("cannot tell", "yellow")}
+          CANNOT_TELL: ("cannot tell", "yellow"), ADVICE: ("ADVICE", "bold yellow")}
 WIDE = 110  # below this many columns, checks are stacked instead of tabled
 TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$", re.MULTILINE)
 
@@ -96,12 +96,12 @@ def stacked(findings: list[Finding], level: str, verbose: bool) -> Table:
 
 def _stack(grid: Table, f: Finding, level: str, verbose: bool, indent: str) -> None:
     figure = f.measured + (f" (expected {f.threshold})" if f.threshold and f.measured else "")
-    line = Text(indent + name_of(f, level), style="bold" if f.failed else "")
+    line = Text(indent + name_of(f, level), style="bold" if f.flagged else "")
     if figure:
         line.append(f": {figure}")
     words = said(f, level, verbose)
     if words:
-        line.append("\n" + indent + words, style="" if f.failed else "dim")
+        line.append("\n" + indent + words, style="" if f.flagged else "dim")
     grid.add_row(status_text(f.status), line)
 
 
@@ -146,7 +146,7 @@ def show(report: Report, console: Console, command: str, injected: str | None = 
     if report.findings:
         wide = console.width >= WIDE
         console.print(findings_table(report.findings, level, verbose) if wide else stacked(report.findings, level, verbose))
-        plots = evidence_block([f for f in report.findings if verbose or f.failed], level, console.width)
+        plots = evidence_block([f for f in report.findings if verbose or f.flagged], level, console.width)
         if plots is not None:
             console.print(plots)
     if report.detail:

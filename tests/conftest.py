@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from checker.probes import PROBES
 from checker.runner import Limits, child_env, run
 from checker.verdict import Report, judge
 from checker.warm import WarmServer
@@ -23,6 +24,7 @@ REFERENCES = ROOT / "reference"
 
 
 WORKERS = max(2, os.cpu_count() or 2)
+ADVISORY = {probe.ID for probe in PROBES if getattr(probe, "ADVISES", False)}  # probes that advise, never fail
 _servers: queue.Queue = queue.Queue()
 
 
@@ -72,8 +74,30 @@ def check_all(paths: list[Path]) -> dict[Path, Report]:
         return dict(zip(paths, pool.map(check, paths)))
 
 
+def _planted(case: tuple[str, str, int]) -> str:
+    from katas.bugs import BUGS
+    from katas.engine.inject import inject
+
+    bug, path, seed = case
+    return inject(BUGS[bug], Path(path).read_text(), seed, Path(path).name).source
+
+
+def plant_all(cases: list[tuple[str, Path, int]]) -> list[str]:
+    """The scripts that planting each (bug id, script, seed) gives, planted side by side."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=WORKERS) as pool:
+        return list(pool.map(_planted, [(bug, str(path), seed) for bug, path, seed in cases], chunksize=4))
+
+
 def failed_probes(report: Report) -> set[str]:
-    return {f.probe for f in report.findings if f.failed}
+    """Probes that failed, or advise (a performance cost: the check passes, a kata of that cost is not solved)."""
+    return {f.probe for f in report.findings if f.flagged}
+
+
+def verdict_for(flagged: set[str]) -> str:
+    """The verdict of a run whose flagged probes are ``flagged``: advice alone still passes."""
+    return "fail" if flagged - ADVISORY else "pass"
 
 
 @pytest.fixture(scope="session")

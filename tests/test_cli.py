@@ -34,7 +34,7 @@ def test_json_report_is_versioned_and_complete():
     result = kata("check", "--json", str(FIXTURES / "grads_accumulate__broken.py"))
     assert result.exit_code == 1
     doc = json.loads(result.output)
-    assert doc["schema"] == "torch-katas/check/3"
+    assert doc["schema"] == "torch-katas/check/4"
     assert doc["verdict"] == "fail" and doc["exit_code"] == 1
     assert doc["disclosure"] == "diagnosis" and doc["ran"] is True  # a script of one's own gets the diagnosis
     probes = {p["probe"]: p for p in doc["probes"]}
@@ -47,7 +47,7 @@ def test_json_report_is_versioned_and_complete():
 
 def test_plain_output_without_a_terminal_names_the_symptom_and_the_next_command():
     script = FIXTURES / "graphs_retained__broken.py"
-    result = kata("check", str(script), env={"NO_COLOR": "1"})
+    result = kata("check", str(script), env={"NO_COLOR": "1", "COLUMNS": "160"})
     assert result.exit_code == 1
     assert "\x1b[" not in result.output
     text = " ".join(result.output.split())
@@ -83,7 +83,7 @@ def test_cuda_without_cuda_is_a_usage_error():
 
 def test_exception_in_the_script_exits_3_with_its_own_frames(tmp_path):
     script = write(tmp_path, "boom.py", "import torch\n\ndef f():\n    raise ValueError('bad shape')\n\nf()\n")
-    result = kata("check", str(script))
+    result = kata("check", str(script), env={"COLUMNS": "240"})  # the temporary path on one line
     assert result.exit_code == 3
     assert "ValueError: bad shape" in result.output
     assert 'boom.py", line 4, in f' in result.output

@@ -4,11 +4,12 @@ A fixture's first line reads ``# expect: probe-a probe-b`` (empty: all pass). Br
 variants name their probe, alternative correct fixes name none, masks name the
 probe they fail to fix (and anything else they break). ``probe?`` means that probe
 must say it cannot tell (which is not a pass: a kata is not solved by it).
+``raises`` means the script must stop with an exception, reported as such.
 """
 from __future__ import annotations
 
 import pytest
-from conftest import FIXTURES, failed_probes
+from conftest import FIXTURES, failed_probes, verdict_for
 
 from checker.findings import CANNOT_TELL
 
@@ -39,11 +40,15 @@ def reports(request, checked):
 
 def assert_as_expected(script, report) -> None:
     """The report fails exactly the probes the script's first line names, and cannot tell those marked ``?``."""
+    if "raises" in expectations(script):
+        assert (report.verdict, report.exit_code) == ("script-failed", 3), f"{report.problem}\n{report.output}"
+        assert report.problem.startswith("the script raised "), report.problem
+        return
     assert report.verdict in ("pass", "fail"), f"{report.problem}\n{report.detail}\n{report.output}"
     details = "\n".join(f"{f.probe}: {f.status} {f.message}" for f in report.findings)
     assert failed_probes(report) == expected(script), details
     assert {f.probe for f in report.findings if f.status == CANNOT_TELL} >= undecided(script), details
-    assert report.exit_code == (1 if expected(script) else 0)
+    assert (report.verdict, report.exit_code) == (("fail", 1) if verdict_for(expected(script)) == "fail" else ("pass", 0))
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)

@@ -22,7 +22,7 @@ def test_rounding_passes_a_clear_change_fails_in_between_is_undecided():
     assert finding.status == FAIL and "padding" in finding.observed
     for word in ("mask", "attention", "average"):
         assert word not in finding.observed
-    assert judge(changes=[1e-4, 0.0]).status == CANNOT_TELL
+    assert judge(changes=[5e-5, 0.0]).status == CANNOT_TELL
 
 
 def test_premises():

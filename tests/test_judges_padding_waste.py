@@ -6,7 +6,7 @@ import random
 import torch
 
 from checker.facts import RunFacts
-from checker.findings import FAIL, NOT_APPLICABLE, PASS
+from checker.findings import ADVICE, NOT_APPLICABLE, PASS
 from checker.probes import padding_waste as pw
 
 
@@ -42,23 +42,23 @@ def test_each_batch_padded_to_its_longest_and_grouped_passes():
 
 def test_a_global_width_fails_when_batches_are_grouped():
     finding = judge(batches(LENGTHS, 32, width=24, grouped=True))
-    assert finding.status == FAIL and "beyond the width each batch needs" in finding.message
+    assert finding.status == ADVICE and "beyond the width each batch needs" in finding.message
     assert "global" not in finding.observed and "pad_sequence" not in finding.observed
 
 
 def test_a_global_width_costs_nothing_when_every_random_batch_reaches_it_and_grouping_is_judged_instead():
     finding = judge(batches(LENGTHS, 32, width=24))
-    assert finding.status == FAIL and "Grouping by length would need" in finding.message
+    assert finding.status == ADVICE and "Grouping by length would need" in finding.message
 
 
 def test_widths_rounded_up_to_a_multiple_of_8_pass_and_to_64_fail():
     assert judge(batches(LENGTHS, 32, grouped=True, multiple=8)).status == PASS
-    assert judge(batches(LENGTHS, 32, grouped=True, multiple=64)).status == FAIL
+    assert judge(batches(LENGTHS, 32, grouped=True, multiple=64)).status == ADVICE
 
 
 def test_random_batches_of_widely_varying_lengths_fail_against_the_grouped_figure():
     finding = judge(batches(LENGTHS, 32))
-    assert finding.status == FAIL
+    assert finding.status == ADVICE
     assert "grouped 7.9 %" in finding.measured and len(finding.series["padded"]) == 24
     assert min(finding.series["own_longest"]) > 0.2
 

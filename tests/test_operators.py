@@ -119,6 +119,14 @@ def test_a_train_switch_that_changes_nothing_is_no_site():
     assert site_ids("train-mode", without_restore) == ["train-mode:fit:model.train()"]
 
 
+def test_no_site_where_the_planted_script_would_raise_or_change_nothing():
+    """An ignore_index no class has (-100, nanoGPT's -1): removing it raises on padded targets or does nothing."""
+    loss = "import torch.nn.functional as F\n{}loss = F.cross_entropy(logits, tags, ignore_index={})\n"
+    assert site_ids("pad-loss", loss.format("", "-100")) == []
+    assert site_ids("pad-loss", loss.format("IGNORE = -1\n", "IGNORE")) == []
+    assert len(site_ids("pad-loss", loss.format("PAD = 0\n", "PAD"))) == 1
+
+
 def test_a_chosen_site_is_planted_and_the_seed_orders_the_rest():
     source = (REFERENCES / "classifier.py").read_text()
     detach, ctx = lookup("detach"), Context.of(source)

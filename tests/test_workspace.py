@@ -15,7 +15,7 @@ from katas.workspace import read_metadata, write_metadata
 
 
 def kata(*args: str):
-    return CliRunner().invoke(main, [str(a) for a in args], env={"NO_COLOR": "1"})
+    return CliRunner().invoke(main, [str(a) for a in args], env={"NO_COLOR": "1", "COLUMNS": "240"})
 
 
 def plain(result) -> str:

@@ -307,17 +307,28 @@ def match_ragged(inputs, sequences, index) -> int | None:
     import torch
 
     size, width = inputs.shape
-    rows = inputs.detach().cpu().double()
+    rows = inputs.detach().cpu().double().tolist()  # plain floats: a few thousand tiny comparisons per batch
     n = len(sequences)
-    distance = torch.full((size, len(OFFSETS)), float("inf"), dtype=torch.float64)
-    for i in range(size):
+    stored: dict[int, list[float]] = {}
+
+    def sequence(at: int) -> list[float]:
+        if at not in stored:
+            stored[at] = torch.as_tensor(sequences[at]).detach().cpu().double().reshape(-1).tolist()
+        return stored[at]
+
+    def gap(row: list[float], seq: list[float]) -> float:
+        return sum((a - b) ** 2 for a, b in zip(row, seq))
+
+    table = [[float("inf")] * len(OFFSETS) for _ in range(size)]
+    for i, at in enumerate(torch.as_tensor(index).reshape(-1).tolist()[:size]):
         for j, k in enumerate(OFFSETS):
-            seq = torch.as_tensor(sequences[(int(index[i]) + k) % n]).detach().cpu().double().reshape(-1)
+            seq = sequence((int(at) + k) % n)
             length = len(seq)
             if length == 0 or length > width:
                 continue
-            gap = min(((rows[i, :length] - seq) ** 2).sum(), ((rows[i, width - length:] - seq) ** 2).sum())
-            distance[i, j] = float(gap) + 1e-9 * (width - length)  # of two exact matches, the longer is the item
+            nearest = min(gap(rows[i][:length], seq), gap(rows[i][width - length:], seq))
+            table[i][j] = nearest + 1e-9 * (width - length)  # of two exact matches, the longer is the item
+    distance = torch.tensor(table, dtype=torch.float64)
     if not torch.isfinite(distance).any():
         return None
     nearest = distance.min(1, keepdim=True).values

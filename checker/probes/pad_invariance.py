@@ -17,7 +17,8 @@ are compared where both have them: whole when their shapes agree, else along the
 dimension up to the real length.
 
 * pass: the largest change of any output is at most 1e-5;
-* fail: it exceeds 1e-3 (times the outputs' scale when above 1);
+* fail: it exceeds 1e-4 (times the outputs' scale when above 1), 500 times the largest change measured on
+  a correct script;
 * cannot tell in between, or when the copy cannot be run.
 
 Measured (float32, CPU): every correct script with token ids and a known padding id changes
@@ -27,14 +28,15 @@ With masked pooling replaced by a plain mean over time: 0.1 (text reference), 0.
 (the corpus model, whose batches are grouped by length: 9 real tokens padded to 12),
 0.12 to 0.19 (fixture: padded states zeroed but divided by the padded length); the
 encoder without its key padding mask: 0.023 to 0.03 (text reference), 0.06 (fixture:
-attention over zeroed padding embeddings).
+attention over zeroed padding embeddings), 7e-4 to 9e-4 (the corpus token transformer, whose
+embeddings are scaled by sqrt(d_model) while padded positions hold only their positional encoding).
 
 Why a correct script does not fail. With padding handled (masks in attention and
 pooling, packed or length-aware recurrences, losses that ignore padded targets), the
 real positions of a sample compute exactly the same function of exactly the same tokens
 in both runs; only float rounding in products of different lengths differs (1e-7 in
-float32). The copy runs in float32 without autocast, so bf16 noise of the script's own
-forward does not count; in eval mode, so dropout is off; on one sample, so batch
+float32). The copy runs in float32 without autocast and, on CUDA, without TF32, so
+reduced-precision noise of the script's own forward does not count; in eval mode, so dropout is off; on one sample, so batch
 statistics cannot enter (a model normalising with batch statistics even in eval is not
 compared: cannot tell). Padding at the start (left padding) is not trimmed: such a sample
 is not used.
@@ -61,7 +63,7 @@ TITLE = "padding does not change a sample's outputs"
 SYMPTOM_ID, SYMPTOM = "pad-sensitivity", "a sample's outputs with and without trailing padding"
 
 SAME = 1e-5  # largest change of an output that passes
-CHANGED = 1e-3  # ... above which (times the outputs' scale when above 1) the sample's outputs changed
+CHANGED = 1e-4  # ... above which (times the outputs' scale when above 1) the sample's outputs changed
 SAMPLES = 2
 
 

@@ -93,10 +93,11 @@ from dataclasses import dataclass, field
 
 from checker.events import Event
 from checker.facts import RunFacts
-from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
+from checker.findings import ADVICE, NOT_APPLICABLE, PASS, Finding
 
 ID = "padding-waste"
 TITLE = "little compute spent on padding"
+ADVISES = True  # waste is a cost, not an error: above its threshold the finding is advice and the check passes
 SYMPTOM_ID, SYMPTOM = "padding-share", "share of padding in the training batches"
 MAX_BATCHES = 512  # batches read per pass
 MAX_PASSES = 3  # passes read per loader
@@ -323,7 +324,7 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
             f"{loader['pad']}, from the {loader['source'].replace('_', ' ')}); padded to each batch's longest row "
             f"it would be {pct(f['batch_max'])}, and with batches grouped by length {pct(f['grouped'])}")
     if f["excess"] > EXCESS:
-        return Finding(ID, TITLE, FAIL, figure, f"≤ {pct(EXCESS)} beyond own longest",
+        return Finding(ID, TITLE, ADVICE, figure, f"≤ {pct(EXCESS)} beyond own longest",
                        f"{seen}. {pct(f['excess'])} of the positions lie beyond the width each batch needs (its "
                        f"longest row, rounded up to a multiple of {ROUND}): the batches are padded to a fixed or "
                        "global maximum length. Pad each batch to its own longest sequence (pad_sequence, or "
@@ -331,7 +332,7 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
     saving = 1 - (1 - f["batch_max"]) / (1 - f["grouped"])
     threshold = f"grouping saves < {pct(SAVING)}"
     if saving >= SAVING and f["batch_max"] >= RATIO * f["grouped"]:
-        return Finding(ID, TITLE, FAIL, figure, threshold,
+        return Finding(ID, TITLE, ADVICE, figure, threshold,
                        f"{seen}. Grouping by length would need {pct(saving)} fewer positions for the same "
                        "sequences: the batches mix short and long sequences at random. Batch sequences of similar "
                        "length together (a length-grouped batch sampler: shuffle, sort within mega-batches, shuffle "

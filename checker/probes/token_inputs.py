@@ -156,7 +156,8 @@ def float_copy(module):
 @contextlib.contextmanager
 def isolated(session, module):
     """Nothing the copy does reaches the script: RNG forked, hooks and events muted, autocast off, grad on (the
-    training path of every layer, not an inference fast path)."""
+    training path of every layer, not an inference fast path), and on CUDA full float32 precision (TF32 off, so
+    that two shapes of one input differ by rounding only), the script's settings restored after."""
     import torch
 
     from checker.probes.grad_check import forked_rng, quiet
@@ -164,8 +165,21 @@ def isolated(session, module):
     device = next((p.device for p in module.parameters()), torch.device("cpu"))
     with quiet(session), forked_rng(device), torch.inference_mode(False), torch.enable_grad(), \
             torch.autocast("cpu", enabled=False), \
-            (torch.autocast("cuda", enabled=False) if device.type == "cuda" else contextlib.nullcontext()):
+            (torch.autocast("cuda", enabled=False) if device.type == "cuda" else contextlib.nullcontext()), \
+            (full_float32() if device.type == "cuda" else contextlib.nullcontext()):
         yield
+
+
+@contextlib.contextmanager
+def full_float32():
+    import torch
+
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 def unwrap(module):

@@ -4,6 +4,7 @@ from __future__ import annotations
 from katas.bugs import (
     accum_scale,
     accum_sched,
+    bptt_leak,
     causal_mask,
     clip_order,
     data_inplace,
@@ -46,7 +47,7 @@ BUGS: dict[str, Bug] = {
                    functional_dropout, worker_seed, clip_order, metric_count, orphan_params, data_inplace,
                    shape_broadcast, no_shuffle, label_shift, frozen, raw_inputs, decay_norm, pad_loss, pad_pool, key_mask,
                    view_transpose, pad_global, no_grouping, accum_scale, accum_sched, unscale_clip, resume_state,
-                   causal_mask, no_shift, untied)
+                   causal_mask, no_shift, untied, bptt_leak)
 }
 
 

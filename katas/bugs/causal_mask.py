@@ -5,19 +5,55 @@ import libcst as cst
 
 from katas.catalogue import Bug
 from katas.engine.context import Context
-from katas.engine.operator import Example, Operator, Site, rewrite
-from katas.engine.tree import find
+from katas.engine.operator import Example, Operator, Site, remove_statements, rewrite
+from katas.engine.tree import find, is_self_attribute, method
 
 MASK_KEYWORDS = {"attn_mask", "mask", "tgt_mask"}
 CAUSAL_BUILDERS = ("generate_square_subsequent_mask", "triu", "tril")
 
 
 class DropCausalMask(Operator):
-    """Remove the argument that makes attention causal: ``attn_mask=`` (or ``mask=`` / ``tgt_mask=``) bound to a
-    square subsequent mask (``generate_square_subsequent_mask``, ``torch.triu`` / ``torch.tril``), or
-    ``is_causal=True``."""
+    """Remove what makes attention causal: the argument ``attn_mask=`` (or ``mask=`` / ``tgt_mask=``) bound to a
+    square subsequent mask (``generate_square_subsequent_mask``, ``torch.triu`` / ``torch.tril``) or
+    ``is_causal=True``; or, in attention written out by hand, the statement ``att = att.masked_fill(<causal>, ...)``
+    (or ``att.masked_fill_(...)``) whose condition reads such a mask, directly, through a local name, or through a
+    buffer ``self.<name>`` registered from one."""
 
-    no_site = "its attention is given no causal mask (attn_mask= from triu / tril / a square subsequent mask, or is_causal=True)"
+    no_site = ("its attention is given no causal mask (attn_mask= from triu / tril / a square subsequent mask, "
+               "is_causal=True, or scores.masked_fill with such a mask)")
+
+    def causal_buffers(self, ctx: Context) -> set[str]:
+        """Attributes of ``self`` that hold a causal mask: ``register_buffer("m", torch.tril(...))``, ``self.m = ...``."""
+        found = set()
+        for call in ctx.calls(ctx.module, "register_buffer"):
+            if len(call.args) >= 2 and isinstance(call.args[0].value, cst.SimpleString) \
+                    and any(b in ctx.code(call.args[1].value) for b in CAUSAL_BUILDERS):
+                found.add(call.args[0].value.evaluated_value)
+        for assign in ctx.all(cst.Assign):
+            for target in assign.targets:
+                if is_self_attribute(target.target) and any(b in ctx.code(assign.value) for b in CAUSAL_BUILDERS):
+                    found.add(target.target.attr.value)
+        return found
+
+    def masked_fill(self, ctx: Context, statement: cst.CSTNode, buffers: set[str]) -> bool:
+        """``x = x.masked_fill(cond, v)`` or ``x.masked_fill_(cond, v)`` whose ``cond`` reads a causal mask."""
+        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+            return False
+        small = statement.body[0]
+        if isinstance(small, cst.Expr) and method(small.value) == "masked_fill_":
+            call = small.value
+        elif isinstance(small, cst.Assign) and len(small.targets) == 1 and method(small.value) == "masked_fill" \
+                and isinstance(small.targets[0].target, cst.Name) and isinstance(small.value.func.value, cst.Name) \
+                and small.targets[0].target.value == small.value.func.value.value:
+            call = small.value
+        else:
+            return False
+        if not call.args:
+            return False
+        condition = call.args[0].value
+        attributes = [a for a in find(condition, cst.Attribute) if is_self_attribute(a)]
+        return self.causal(ctx, condition) or any(a.attr.value in buffers for a in attributes) \
+            or any(self.causal(ctx, n) for n in find(condition, cst.Name))
 
     def causal(self, ctx: Context, value: cst.BaseExpression) -> bool:
         """A mask built by a causal builder: directly, or a name assigned one in the same function."""
@@ -42,9 +78,15 @@ class DropCausalMask(Operator):
             if key == "is_causal" and isinstance(arg.value, cst.Name) and arg.value.value == "True" \
                     or key in MASK_KEYWORDS and self.causal(ctx, arg.value):
                 found.append(Site(f"causal-mask:{ctx.where(arg)}:{key}={ctx.code(arg.value)}", arg))
+        buffers = self.causal_buffers(ctx)
+        for line in ctx.all(cst.SimpleStatementLine):
+            if ctx.enclosing(line, cst.FunctionDef) is not None and self.masked_fill(ctx, line, buffers):
+                found.append(Site(f"causal-mask:{ctx.where(line)}:{ctx.code(line.body[0])}", line))
         return found
 
     def mutate(self, ctx: Context, site: Site):
+        if isinstance(site.node, cst.SimpleStatementLine):
+            return remove_statements(ctx, [site.node])
         call = ctx.parents[site.node]
         index = list(call.args).index(site.node)
 
@@ -78,6 +120,29 @@ def forward(self, q, k, v):
             after="""\
 def forward(self, q, k, v):
     return F.scaled_dot_product_attention(q, k, v)
+"""), Example(
+            before="""\
+class Attention(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.register_buffer("bias", torch.tril(torch.ones(n, n)).view(1, 1, n, n))
+
+    def forward(self, q, k, v):
+        T = q.size(-2)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        return F.softmax(att, dim=-1) @ v
+""",
+            after="""\
+class Attention(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.register_buffer("bias", torch.tril(torch.ones(n, n)).view(1, 1, n, n))
+
+    def forward(self, q, k, v):
+        T = q.size(-2)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))
+        return F.softmax(att, dim=-1) @ v
 """)]
 
 

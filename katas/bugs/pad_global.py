@@ -89,22 +89,40 @@ def unused_import(ctx: Context, call: cst.Call) -> dict:
     return {}
 
 
+def pads_to_batch_max(call: cst.Call) -> cst.Arg | None:
+    """The ``padding=`` argument of a tokenizer-style call that pads to the batch's longest (``padding="longest"``
+    or ``padding=True``) while it is given a ``max_length=``."""
+    keywords = {a.keyword.value: a for a in call.args if a.keyword is not None}
+    padding = keywords.get("padding")
+    if padding is None or "max_length" not in keywords:
+        return None
+    value = padding.value
+    longest = isinstance(value, cst.SimpleString) and value.evaluated_value == "longest" or is_true(value)
+    return padding if longest else None
+
+
 class PadToGlobalMax(Operator):
     """Replace ``pad_sequence(seqs, batch_first=..., padding_value=v)`` by padding each sequence with ``F.pad`` to a
-    module-level maximum-length constant (``MAX_LEN``) and stacking: every batch becomes as wide as the longest
-    sequence the data can hold, whatever its own sequences' lengths."""
+    module-level maximum-length constant (``MAX_LEN``) and stacking; or turn a tokenizer call's
+    ``padding="longest"`` (or ``True``) beside ``max_length=`` into ``padding="max_length"``: every batch becomes as
+    wide as the longest sequence the data can hold, whatever its own sequences' lengths."""
 
-    no_site = "it pads no batch with pad_sequence beside a module-level maximum-length constant (MAX_LEN)"
+    no_site = ("it pads no batch with pad_sequence beside a module-level maximum-length constant (MAX_LEN), nor "
+               "calls a tokenizer with padding=\"longest\" and a max_length")
 
     def sites(self, ctx: Context) -> list[Site]:
+        found = [Site(f"pad-global:{ctx.where(call)}:{ctx.code(arg)}", arg) for call in ctx.all(cst.Call)
+                 if (arg := pads_to_batch_max(call)) is not None]
         limits = max_constants(ctx)
         if not limits or functional(ctx) is None or not any(
                 ctx.code(a.name) == "torch" for imp in ctx.all(cst.Import) for a in imp.names):
-            return []
+            return found
         return [Site(f"pad-global:{ctx.where(call)}:{ctx.code(call)}", call) for call in ctx.all(cst.Call)
-                if ctx.is_call_to(call, *PAD_SEQUENCE) and argument(call, "sequences", 0) is not None]
+                if ctx.is_call_to(call, *PAD_SEQUENCE) and argument(call, "sequences", 0) is not None] + found
 
     def mutate(self, ctx: Context, site: Site) -> cst.Module:
+        if isinstance(site.node, cst.Arg):
+            return rewrite(ctx.module, {site.node.value: lambda node: cst.SimpleString('"max_length"')})
         call = site.node
         limit, pad = max_constants(ctx)[-1], functional(ctx)
         seqs = argument(call, "sequences", 0)
@@ -165,6 +183,16 @@ BLOCK_SIZE = 128
 def collate_fn(items):
     xs = [x for x, _ in items]
     return torch.stack([F.pad(seq, (0, BLOCK_SIZE - len(seq))) for seq in xs], dim=1), torch.tensor([y for _, y in items])
+"""), Example(
+            before="""\
+def collate(features, tokenizer):
+    texts = [f["text"] for f in features]
+    return tokenizer(texts, padding="longest", truncation=True, max_length=512, return_tensors="pt")
+""",
+            after="""\
+def collate(features, tokenizer):
+    texts = [f["text"] for f in features]
+    return tokenizer(texts, padding="max_length", truncation=True, max_length=512, return_tensors="pt")
 """)]
 
 

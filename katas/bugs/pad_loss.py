@@ -24,15 +24,35 @@ def without_argument(call: cst.Call, doomed: cst.Arg) -> cst.Call:
     return call.with_changes(args=args)
 
 
+def negative(ctx: Context, value: cst.BaseExpression) -> bool:
+    """``-100``, or a name the module binds to a negative integer (``IGNORE = -100``)."""
+    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus) \
+            and isinstance(value.expression, cst.Integer):
+        return True
+    if not isinstance(value, cst.Name):
+        return False
+    for statement in ctx.module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for assign in statement.body:
+            if isinstance(assign, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == value.value
+                                                      for t in assign.targets):
+                return negative(ctx, assign.value)
+    return False
+
+
 class DropIgnoreIndex(Operator):
     """At a cross-entropy or NLL loss (``nn.CrossEntropyLoss``, ``F.cross_entropy``, ...) built or called with
-    ``ignore_index=...``, remove that argument: padded targets then count as a class like any other."""
+    ``ignore_index=...``, remove that argument: padded targets then count as a class like any other. Not where
+    the ignored value is negative (``-100``, nanoGPT's ``-1``): no class has that index, so without the argument
+    the loss raises on a padded target or, when no target is padded, nothing changes."""
 
-    no_site = "it has no cross-entropy or NLL loss with an `ignore_index`"
+    no_site = "it has no cross-entropy or NLL loss whose `ignore_index` is a class index (a padding token's id)"
 
     def sites(self, ctx: Context) -> list[Site]:
         return [Site(f"pad-loss:{ctx.where(call)}:{ctx.code(call)}", call)
-                for call in ctx.all(cst.Call) if ctx.is_call_to(call, *LOSSES) and ignore_argument(call) is not None]
+                for call in ctx.all(cst.Call) if ctx.is_call_to(call, *LOSSES)
+                and (arg := ignore_argument(call)) is not None and not negative(ctx, arg.value)]
 
     def mutate(self, ctx: Context, site: Site):
         index = list(site.node.args).index(ignore_argument(site.node))

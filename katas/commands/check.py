@@ -105,8 +105,9 @@ def record_kata(path: Path, report, diagnose: bool = False) -> str | None:
     if status != "fixed" and report.verdict == "pass":
         unsure = [f.symptom for f in report.findings if f.probe in bug.probes and f.status != "pass"]
         report.verdict, report.exit_code = "fail", EXIT_SYMPTOM
-        report.problem = ("no symptom was found, but the check could not confirm that this kata's symptom is gone: "
-                          + "; ".join(unsure))
+        report.problem = ("this kata's symptom is still there: " if status == "still present" else
+                          "no symptom was found, but the check could not confirm that this kata's symptom is gone: "
+                          ) + "; ".join(unsure)
     solved = report.exit_code == 0
     record_check(path, solved)
     if diagnose and not solved:

@@ -253,7 +253,7 @@ def settled(start: Start, seed: int, device: str, limits) -> tuple[Start, Report
 
 
 def symptoms(report: Report) -> tuple[str, set[str]]:
-    return report.verdict, {f.probe for f in report.findings if f.failed}
+    return report.verdict, {f.probe for f in report.findings if f.flagged}
 
 
 def plant_verified(bugs: list[Bug], start: Start, baseline, seed: int, at_random: bool, device: str, limits):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ScopeProvider
 
-from katas.engine.tree import find, is_self_attribute, remember
+from katas.engine.tree import find, index, is_self_attribute
 from katas.engine.tree import method as method_of
 
 OPTIMIZER, SCHEDULER, MODEL, LOADER = "optimizer", "scheduler", "model", "loader"
@@ -39,24 +39,6 @@ class Role:
     guessed: bool = False
 
 
-class _Indexer(cst.CSTVisitor):
-    """One pass over the tree: parent and child links, and every node by type."""
-
-    def __init__(self, ctx: "Context"):
-        self.ctx, self.stack = ctx, []
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        parent = self.stack[-1] if self.stack else None
-        self.ctx.parents[node] = parent
-        remember(node, parent)
-        self.ctx.index.setdefault(type(node), []).append(node)
-        self.stack.append(node)
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self.stack.pop()
-
-
 @dataclass
 class Context:
     source: str
@@ -73,12 +55,17 @@ class Context:
         wrapper = MetadataWrapper(cst.parse_module(self.source), unsafe_skip_copy=True)
         self.module = wrapper.module
         self._scopes = wrapper.resolve(ScopeProvider)
-        self.module.visit(_Indexer(self))
+        index(self.module, self._note)
         for function in self.all(cst.FunctionDef):
             self.functions.setdefault(function.name.value, function)
         self.class_bases = {c.name.value: set().union(*(self.qualified_names(b.value) for b in c.bases))
                             for c in self.all(cst.ClassDef)}
         self._infer_roles()
+
+    def _note(self, node: cst.CSTNode, parent: cst.CSTNode | None) -> None:
+        """The indexing pass, once per node in source order: parent links, and every node by type."""
+        self.parents[node] = parent
+        self.index.setdefault(type(node), []).append(node)
 
     @classmethod
     def of(cls, source: str) -> "Context":

@@ -12,6 +12,7 @@ from typing import Callable
 import libcst as cst
 
 from katas.engine.context import Context
+from katas.engine.tree import children
 
 
 @dataclass(frozen=True)
@@ -48,34 +49,61 @@ class Operator:
 
 
 class _Rewrite(cst.CSTTransformer):
-    def __init__(self, edits: dict[cst.CSTNode, Callable[[cst.CSTNode], object]]):
-        self.edits = edits
+    def __init__(self, edits: dict[cst.CSTNode, Callable[[cst.CSTNode], object]], paths: set[cst.CSTNode]):
+        self.edits, self.paths = edits, paths
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return node in self.paths  # a subtree without an edit is kept as it is, unvisited
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
         edit = self.edits.get(original)
         return edit(updated) if edit else updated
 
 
+def _paths_to(node: cst.CSTNode, targets: dict, paths: set[cst.CSTNode]) -> bool:
+    """Add to ``paths`` every node under ``node`` (itself included) whose subtree holds a target; say if it does."""
+    found = node in targets
+    for child in children(node):
+        found = _paths_to(child, targets, paths) or found
+    if found:
+        paths.add(node)
+    return found
+
+
 def rewrite(module: cst.Module, edits: dict[cst.CSTNode, Callable[[cst.CSTNode], object]]) -> cst.Module:
-    """Apply ``edits`` (original node → function of its updated copy) in one pass."""
-    return module.visit(_Rewrite(edits))
+    """Apply ``edits`` (original node → function of its updated copy) in one pass that only descends into the
+    subtrees holding an edit."""
+    paths: set[cst.CSTNode] = set()
+    _paths_to(module, edits, paths)
+    return module.visit(_Rewrite(edits, paths))
 
 
 def remove_statements(ctx: Context, statements: list[cst.CSTNode]) -> cst.Module:
     """Delete whole statements, keeping the comments above each: they go to the next statement left in the
     block, or to the block's end. A block left empty gets ``pass``."""
+    return rewrite(ctx.module, removal_edits(ctx, statements))
+
+
+def removal_edits(ctx: Context, statements: list[cst.CSTNode], end_comments: bool = False) -> dict:
+    """The ``rewrite`` edits that delete ``statements`` as ``remove_statements`` does, to combine with others;
+    ``end_comments`` keeps their end-of-line comments too, as lines of their own."""
     doomed = set(statements)
     blocks = dict.fromkeys(ctx.parents[s] for s in statements)
-    return rewrite(ctx.module, {block: lambda b, block=block: _without(b, [s in doomed for s in block.body])
-                                for block in blocks})
+    return {block: lambda b, block=block: _without(b, [s in doomed for s in block.body], end_comments)
+            for block in blocks}
 
 
-def _without(block: cst.IndentedBlock | cst.Module, doomed: list[bool]) -> cst.IndentedBlock | cst.Module:
-    """``block`` less the statements flagged in ``doomed`` (by position), their leading lines kept."""
+def _without(block: cst.IndentedBlock | cst.Module, doomed: list[bool],
+             end_comments: bool = False) -> cst.IndentedBlock | cst.Module:
+    """``block`` less the statements flagged in ``doomed`` (by position), their leading lines kept (and their
+    end-of-line comments with ``end_comments``)."""
     body, carried = [], []
     for statement, remove in zip(block.body, doomed):
         if remove:
             carried += statement.leading_lines
+            comment = getattr(getattr(statement, "trailing_whitespace", None), "comment", None)
+            if end_comments and comment is not None:
+                carried.append(cst.EmptyLine(comment=comment))
             continue
         body.append(statement.with_changes(leading_lines=[*carried, *statement.leading_lines]))
         carried = []

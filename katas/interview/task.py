@@ -91,7 +91,8 @@ def generate(reference: str, source: str, n_bugs: int, seed: int, difficulty: st
     clean = disguise(source, seed, description)
     task = Task(reference, seed, difficulty, description, clean, clean)
     ctx = Context.of(clean)
-    candidates = [b for b in BUGS.values() if eligible(b, difficulty) and sites(b, ctx)]
+    # A bug that makes the script raise would hide every other bug until fixed: tasks plant silent bugs only.
+    candidates = [b for b in BUGS.values() if eligible(b, difficulty) and reference not in b.raises and sites(b, ctx)]
     rng.shuffle(candidates)
     if difficulty is not None:  # the requested level first, then each level below it in turn
         candidates.sort(key=lambda b: LEVELS.index(difficulty) - LEVELS.index(b.difficulty))

@@ -63,7 +63,7 @@ class TinySynthCIFAR(Dataset):
 
     def __init__(self, train=True, transform=None):
         g = torch.Generator().manual_seed(1 if train else 2)
-        n = 512 if train else 256
+        n = 384 if train else 256
         self.targets = torch.randint(0, 4, (n,), generator=g)
         self.data = 0.5 + 0.4 * torch.randn(n, 3, 8, 8, generator=g)
         for i, c in enumerate(self.targets.tolist()):

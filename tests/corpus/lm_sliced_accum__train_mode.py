@@ -11,7 +11,7 @@ from torch.nn import functional as F
 # -----------------------------------------------------------------------------
 # config
 out_dir = 'out'
-eval_interval = 20
+eval_interval = 14
 log_interval = 10
 eval_iters = 2
 gradient_accumulation_steps = 2
@@ -23,14 +23,14 @@ n_embd = 32
 dropout = 0.1
 bias = True
 learning_rate = 3e-3
-max_iters = 40
+max_iters = 28
 weight_decay = 1e-1
 beta1 = 0.9
 beta2 = 0.95
 grad_clip = 0.5
 decay_lr = True
 warmup_iters = 8
-lr_decay_iters = 40
+lr_decay_iters = 28
 min_lr = 3e-4
 device = 'cuda' if torch.cuda.is_available() else 'cpu'
 dtype = 'float16' if device == 'cuda' else 'float32'
@@ -128,6 +128,7 @@ class GPT(nn.Module):
             ln_f=nn.LayerNorm(n_embd, bias=bias),
         ))
         self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
+        self.transformer.wte.weight = self.lm_head.weight
         self.apply(self._init_weights)
 
     def _init_weights(self, module):

@@ -1,6 +1,6 @@
 import torch.nn.functional as F
 
-PAD_TAG = -100
+PAD_TAG = 0
 
 
 def tagging_loss(scores, tags):
