@@ -48,9 +48,9 @@ class Instrumentation:
     def install(self) -> None:
         s = self.session
         self._hook(module_hooks, "_global_forward_pre_hooks",
-                   module_hooks.register_module_forward_pre_hook(lambda m, args: s.module_pre(m, args)))
+                   module_hooks.register_module_forward_pre_hook(s.module_pre))
         self._hook(module_hooks, "_global_forward_hooks", module_hooks.register_module_forward_hook(
-            lambda m, args, out: s.module_post(m, out), always_call=True))
+            s.module_post, always_call=True))
         self._hook(optimizer_hooks, "_global_optimizer_pre_hooks",
                    optimizer_hooks.register_optimizer_step_pre_hook(lambda opt, a, k: s.step_pre(opt)))
         self._hook(optimizer_hooks, "_global_optimizer_post_hooks",

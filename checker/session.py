@@ -169,7 +169,8 @@ class Session:
         self.emit(Event.PASS_END, observed)
 
     def module_pre(self, module: nn.Module, args: Any) -> None:
-        if not observable():
+        """A global forward pre-hook: called before every module's forward."""
+        if _is_compiling() or _graph_task_id() != -1:  # observable(), inlined: this runs for every module call
             return
         if self._depth == 0 and not isinstance(module, nn.modules.loss._Loss):
             self._start_forward(module, args)
@@ -179,8 +180,9 @@ class Session:
                 self.params.watch(p, self._on_grad)
         self.emit(Event.MODULE, module)
 
-    def module_post(self, module: nn.Module, output: Any) -> None:
-        if not observable():
+    def module_post(self, module: nn.Module, args: Any, output: Any) -> None:
+        """A global forward hook: called after every module's forward."""
+        if _is_compiling() or _graph_task_id() != -1:
             return
         self._depth = max(0, self._depth - 1)
         forward = self.forward
@@ -376,10 +378,14 @@ class Session:
         return len(used) >= 2
 
 
+_is_compiling = torch.compiler.is_compiling
+_graph_task_id = torch._C._current_graph_task_id
+
+
 def observable() -> bool:
     """Module calls worth observing: not traced by torch.compile, not recomputed inside a backward pass
     (activation checkpointing runs forwards again while autograd's engine works)."""
-    return not torch.compiler.is_compiling() and torch._C._current_graph_task_id() == -1
+    return not _is_compiling() and _graph_task_id() == -1
 
 
 def compiled_modes(module: nn.Module) -> set[str]:

@@ -80,7 +80,8 @@ class Observer:
             return
         labels = labels.long()
         logits = logits.detach()
-        if logits.dim() == 2 and logits.shape[-1] >= 2 and int(labels.max()) < logits.shape[-1] and int(labels.min()) >= 0:
+        low, high = (int(v) for v in labels.aminmax()) if labels.numel() else (0, 0)
+        if logits.dim() == 2 and logits.shape[-1] >= 2 and high < logits.shape[-1] and low >= 0:
             k, predicted = logits.shape[-1], logits.argmax(-1)
         elif logits.numel() == len(labels) and bool(((labels == 0) | (labels == 1)).all()):
             flat = logits.reshape(-1).float()
@@ -100,8 +101,9 @@ class Observer:
             row.update(correct=0, total=0, counts=defaultdict(int), source=source)  # the loss's own view wins
         row["correct"] += int((predicted == labels).sum())
         row["total"] += len(labels)
-        for value, count in zip(*labels.unique(return_counts=True)):
-            row["counts"][int(value)] += int(count)
+        values, counts = labels.unique(return_counts=True)
+        for value, count in zip(values.tolist(), counts.tolist()):
+            row["counts"][int(value)] += count
 
     def summary(self) -> Observation:
         if self.obs.first_loss is None and self.obs.fallback_classes:
