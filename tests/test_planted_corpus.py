@@ -4,7 +4,8 @@ it is found.
 
 The bugs are those the sequence references (``text``, ``lm``) have and the fixed-width ones do not; the scripts
 are the corpus's sequence models (an HF-style tokenizer pipeline, a nanoGPT-style trainer, a word-language model
-updated by hand, a slot tagger over packed sequences, a Kim-style CNN resumed from a checkpoint, ...). Each
+updated by hand, a slot tagger over packed sequences, a Kim-style CNN resumed from a checkpoint, an HF-style
+causal LM that shifts its labels inside its forward, ...). Each
 planted script may fail, besides the bug's probes, only the health gate and what its correct original fails.
 """
 from __future__ import annotations
@@ -20,8 +21,8 @@ from katas.bugs import BUGS
 from katas.engine.context import Context
 from katas.engine.inject import inject, sites
 
-SCRIPTS = [CORPUS / f"{name}.py" for name in ("cnn_text_preempted", "hf_dataclass", "hf_tokenizer_gru", "joint_slots",
-                                             "lm_sliced_accum", "lstm_manual_sgd", "token_transformer")]
+SCRIPTS = [CORPUS / f"{name}.py" for name in ("cnn_text_preempted", "hf_causal_lm", "hf_dataclass", "hf_tokenizer_gru",
+                                             "joint_slots", "lm_sliced_accum", "lstm_manual_sgd", "token_transformer")]
 
 
 def _sequence_bugs() -> list:

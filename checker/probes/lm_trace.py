@@ -87,10 +87,11 @@ class Trace:
         self._kept: tuple[Any, tuple, dict, Any] | None = None  # (forward, args, kwargs, tokens)
         self._votes: list[tuple[str, int | None, float, float]] = []
         self._due: tuple | None = None  # (module, args, kwargs, tokens) waiting for the perturbation test
-        self._current: tuple | None = None  # (forward, args, {}, tokens) of the forward running now
-        self._args: tuple | None = None  # (module, positional args) of a top-level call about to start
+        self._current: tuple | None = None  # (forward, args, kwargs, tokens) of the forward running now
+        self._args: tuple | None = None  # (module, args, kwargs) of a top-level call about to start
         self._due_forward = None  # a forward whose full arguments the perturbation test waits for
-        self._handles = [module_hooks.register_module_forward_pre_hook(self._before),
+        self._pre = module_hooks.register_module_forward_pre_hook(self._before)
+        self._handles = [self._pre,
                          module_hooks.register_module_forward_hook(self._after, with_kwargs=True)]
         session.on(Event.FORWARD, "lm-trace", self.on_forward)
         session.on(Event.LOSS, "lm-trace", self.on_loss)
@@ -103,21 +104,32 @@ class Trace:
             self._pending = forward if forward.grad and not self.done else None
         seen, self._args = self._args, None
         if self._pending is not None and seen is not None and seen[0] is forward.ref():
-            self._begin(forward, seen[1])
+            self._begin(forward, seen[1], seen[2])
 
-    def _before(self, module, args) -> None:
-        """Positional arguments of a top-level call (this hook may run before or after the session's)."""
+    def _before(self, module, args, kwargs=None) -> None:
+        """The arguments of a top-level call (this hook may run before or after the session's).
+
+        A global pre-hook gets no keyword arguments. Where a top-level call passes no token ids positionally
+        (``model(input_ids=ids, labels=ids)``), the module is asked to hand this hook its keywords from its next
+        call on: torch decides that per module, by the hook's id in ``_forward_pre_hooks_with_kwargs`` (a dict
+        of ids, so the model still copies and pickles as before)."""
         if _compiling():  # inside code torch.compile traces: call through, adding no guards or side effects
             return
+        if kwargs is None:
+            kwargs = {}
+            wants = getattr(module, "_forward_pre_hooks_with_kwargs", None)
+            top = self.session._depth == 0 or self._pending is not None and self._pending.ref() is module
+            if top and isinstance(wants, dict) and token_ids(args) is None:
+                wants[self._pre.id] = True
         pending = self._pending
         if pending is not None and pending.ref() is module:
-            self._begin(pending, args)
+            self._begin(pending, args, kwargs)
         elif self.session._depth == 0:
-            self._args = (module, args)
+            self._args = (module, args, kwargs)
 
-    def _begin(self, forward, args) -> None:
-        tokens = token_ids(args)
-        self._current = (forward, args, {}, tokens) if tokens is not None else None
+    def _begin(self, forward, args, kwargs) -> None:
+        tokens = token_ids((args, kwargs))
+        self._current = (forward, args, kwargs, tokens) if tokens is not None else None
 
     def _after(self, module, args, kwargs, output) -> None:
         if _compiling():
@@ -169,7 +181,7 @@ class Trace:
             return
         inside = self._current if self._current is not None and self._current[0] is self.session.forward else None
         if inside is None and self.session.forward is not None:
-            return  # a loss inside a forward whose token ids were passed by keyword: not read
+            return  # a loss inside a forward that received no token ids
         forward, args, kwargs, tokens = inside or self._kept
         vote = compare(tokens, target.detach())
         if vote is None:

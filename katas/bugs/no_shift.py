@@ -43,11 +43,38 @@ def single_slice(sub: cst.Subscript) -> cst.Slice | None:
 COMPREHENSIONS = (cst.ListComp, cst.GeneratorExp, cst.SetComp)
 
 
+def is_int(expr: cst.BaseExpression | None, value: int) -> bool:
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        return isinstance(expr.expression, cst.Integer) and -int(expr.expression.value) == value
+    return isinstance(expr, cst.Integer) and int(expr.value) == value
+
+
+def time_slice(sub: cst.Subscript, lower: int | None, upper: int | None) -> cst.SubscriptElement | None:
+    """The element ``lower:upper`` of ``x[..., lower:upper]`` or ``x[:, lower:upper]`` (the sequence axis, second
+    or after an ellipsis), a trailing ``:`` allowed; None when ``sub`` is not shaped so."""
+    elements = list(sub.slice)
+    if len(elements) == 3 and isinstance(elements[2].slice, cst.Slice) and elements[2].slice.lower is None \
+            and elements[2].slice.upper is None:
+        elements = elements[:2]
+    if len(elements) != 2:
+        return None
+    head, part = elements[0].slice, elements[1].slice
+    whole = isinstance(head, cst.Slice) and head.lower is None and head.upper is None and head.step is None
+    ellipsis = isinstance(head, cst.Index) and isinstance(head.value, cst.Ellipsis)
+    if not (whole or ellipsis) or not isinstance(part, cst.Slice) or part.step is not None:
+        return None
+    matches = (part.lower is None if lower is None else is_int(part.lower, lower)) and \
+        (part.upper is None if upper is None else is_int(part.upper, upper))
+    return elements[1] if matches else None
+
+
 class UnshiftTargets(Operator):
     """Where a function slices a sequence twice, ``data[i:i + T]`` and ``data[i + 1:i + 1 + T]``, give the second
-    slice the first one's bounds: the targets become the inputs."""
+    slice the first one's bounds; where it shifts inside the loss, ``logits[..., :-1, :]`` against
+    ``labels[..., 1:]``, cut the labels like the logits (``labels[..., :-1]``): the targets become the inputs."""
 
-    no_site = "it does not slice inputs and targets shifted by one from the same sequence (data[i:j], data[i + 1:j + 1])"
+    no_site = ("it does not slice inputs and targets shifted by one from the same sequence (data[i:j], "
+               "data[i + 1:j + 1]), nor shift labels against logits in its loss (labels[..., 1:], logits[..., :-1, :])")
 
     def same_start(self, ctx: Context, a: cst.BaseExpression, a_node: cst.CSTNode, b: cst.BaseExpression,
                    b_node: cst.CSTNode) -> bool:
@@ -77,10 +104,27 @@ class UnshiftTargets(Operator):
                     yield sub
                     break
 
+    def shifted_in_loss(self, ctx: Context):
+        """``labels[..., 1:]`` where the same function also cuts another tensor's last position
+        (``logits[..., :-1, :]``): the shift done where the loss is computed (the Hugging Face causal-LM shape)."""
+        for sub in ctx.all(cst.Subscript):
+            if time_slice(sub, 1, None) is None:
+                continue
+            scope = ctx.enclosing(sub, cst.FunctionDef) or ctx.module
+            if any(other is not sub and time_slice(other, None, -1) is not None
+                   and ctx.code(other.value) != ctx.code(sub.value) for other in find(scope, cst.Subscript)):
+                yield sub
+
     def sites(self, ctx: Context) -> list[Site]:
-        return [Site(f"no-shift:{ctx.where(sub)}:{ctx.code(sub)}", sub) for sub in self.shifted(ctx)]
+        return [Site(f"no-shift:{ctx.where(sub)}:{ctx.code(sub)}", sub)
+                for sub in [*self.shifted(ctx), *self.shifted_in_loss(ctx)]]
 
     def mutate(self, ctx: Context, site: Site):
+        if time_slice(site.node, 1, None) is not None:  # labels[..., 1:] -> labels[..., :-1]: each position's own token
+            element = time_slice(site.node, 1, None)
+            cut = cst.Slice(lower=None, upper=cst.UnaryOperation(cst.Minus(), cst.Integer("1")))
+            return rewrite(ctx.module, {element: lambda e: e.with_changes(slice=cut)})
+
         def unshift(updated: cst.Subscript) -> cst.Subscript:
             part = single_slice(updated)
             element = updated.slice[0].with_changes(
@@ -102,6 +146,18 @@ def get_batch(data, ix):
     x = torch.stack([data[i:i + T] for i in ix])
     y = torch.stack([data[i:i + T] for i in ix])
     return x, y
+"""), Example(
+            before="""\
+def lm_loss(logits, input_ids):
+    shift_logits = logits[..., :-1, :].contiguous()
+    shift_labels = input_ids[..., 1:].contiguous()
+    return F.cross_entropy(shift_logits.view(-1, shift_logits.size(-1)), shift_labels.view(-1))
+""",
+            after="""\
+def lm_loss(logits, input_ids):
+    shift_logits = logits[..., :-1, :].contiguous()
+    shift_labels = input_ids[..., :-1].contiguous()
+    return F.cross_entropy(shift_logits.view(-1, shift_logits.size(-1)), shift_labels.view(-1))
 """)]
 
 
