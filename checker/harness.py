@@ -67,7 +67,12 @@ def check(script: str, device: str, channel_dir: str, key: str) -> None:
     from checker.session import Session
 
     session = Session(channel_dir, heartbeat=os.path.join(channel_dir, HEARTBEAT))
-    observers = {probe.ID: probe.Observer(session) for probe in PROBES}
+    observers = {}
+    for probe in PROBES:
+        try:
+            observers[probe.ID] = probe.Observer(session)
+        except Exception as exc:  # that probe's error in the report; the script and the other probes still run
+            session.errors[probe.ID] = f"{type(exc).__name__}: {exc}"
     instrumentation = Instrumentation(session)
     instrumentation.install()
     outcome = run_script(script, device)
