@@ -104,7 +104,9 @@ def run(script: Path, device: str = "cpu", limits: Limits = Limits(), warm=None)
     except KeyboardInterrupt:
         ended = "interrupted"
     finally:
-        leftovers = processes.end(child.pid, token) if child is not None else 0
+        # A cold child's descendants carry the token; a warm child's do not (the warm server, their subreaper,
+        # ends whatever they leave), so for it only the process group is scanned.
+        leftovers = processes.end(child.pid, token if warm is None else None) if child is not None else 0
         if child is not None:
             child.wait(None)
         if child is None:  # nothing ever opened the pipe: let the reader go
