@@ -13,23 +13,30 @@ import libcst as cst
 _CHILDREN: dict[cst.CSTNode, list[cst.CSTNode]] = {}
 _MOST = 250_000
 _VISITED_FIELD = re.compile(r'visit_\w+\(\s*self,\s*"(\w+)"')
-_FIELD_ORDER: dict[type, tuple[str, ...]] = {}
+_FIELD_ORDER: dict[type, tuple[str, ...] | None] = {}
 
 
-def _fields_in_visit_order(kind: type) -> tuple[str, ...]:
+def _fields_in_visit_order(kind: type) -> tuple[str, ...] | None:
     """The fields of a node type that hold children, in the order libcst visits them (its own
-    ``_visit_and_replace_children`` names them in that order), read once per type."""
-    order = _FIELD_ORDER.get(kind)
-    if order is None:
-        source = inspect.getsource(kind._visit_and_replace_children)
-        order = _FIELD_ORDER[kind] = tuple(dict.fromkeys(_VISITED_FIELD.findall(source)))
-    return order
+    ``_visit_and_replace_children`` names them in that order), read once per type; None where its source
+    cannot be read."""
+    if kind not in _FIELD_ORDER:
+        try:
+            source = inspect.getsource(kind._visit_and_replace_children)
+        except (OSError, TypeError):
+            _FIELD_ORDER[kind] = None
+        else:
+            _FIELD_ORDER[kind] = tuple(dict.fromkeys(_VISITED_FIELD.findall(source)))
+    return _FIELD_ORDER[kind]
 
 
 def _direct_children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """What libcst's ``node.children`` gives, read from the fields instead of by running a visitor."""
+    fields = _fields_in_visit_order(type(node))
+    if fields is None:
+        return list(node.children)
     found: list[cst.CSTNode] = []
-    for name in _fields_in_visit_order(type(node)):
+    for name in fields:
         value = getattr(node, name)
         if isinstance(value, cst.CSTNode):
             found.append(value)
