@@ -13,13 +13,13 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from conftest import REFERENCES, check_all, failed_probes, verdict_for
+from conftest import REFERENCES, check_all, failed_probes, plant_all, verdict_for
 from test_corpus import CORPUS
 from test_fixtures import expected
 
 from katas.bugs import BUGS
 from katas.engine.context import Context
-from katas.engine.inject import inject, sites
+from katas.engine.inject import sites
 
 SCRIPTS = [CORPUS / f"{name}.py" for name in ("cnn_text_preempted", "hf_causal_lm", "hf_dataclass", "hf_tokenizer_gru",
                                              "joint_slots", "lm_sliced_accum", "lstm_manual_sgd", "token_transformer")]
@@ -41,8 +41,7 @@ CASES = [(script, bug) for script in SCRIPTS for bug in BUGS_OF_SEQUENCES if sit
 def reports(tmp_path_factory):
     folder = tmp_path_factory.mktemp("planted")
     paths = {}
-    for script, bug in CASES:
-        source = inject(bug, script.read_text(), 0, script.name).source
+    for (script, bug), source in zip(CASES, plant_all([(bug.id, script, 0) for script, bug in CASES])):
         path = folder / f"{script.stem}__{bug.id}-{hashlib.sha1(source.encode()).hexdigest()[:8]}.py"
         path.write_text(source)
         paths[script, bug.id] = path
