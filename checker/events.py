@@ -69,6 +69,7 @@ class Order:
     batches: int = 0  # index batches drawn (a worker prefetches a few ahead of the batches yielded)
     indices: int = 0
     digest: int = 0  # a hash of every index batch, in order: equal digests, equal orders (within one run)
+    drawn: list | None = None  # every index, in order, kept only in a distributed run (ranks' shards are compared)
 
 
 @dataclass

@@ -35,6 +35,8 @@ class RunFacts:
     eval_forwards: int = 0
     observer_errors: dict[str, str] = field(default_factory=dict)
     tampered: list[str] = field(default_factory=list)
+    rank: int | None = None  # this process's rank in a process group, if it joined one
+    world: int = 1  # the process group's size
 
     def to_json(self) -> dict:
         return asdict(self)

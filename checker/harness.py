@@ -11,6 +11,7 @@ import dataclasses
 import os
 import runpy
 import sys
+import time
 import traceback
 
 from checker import record
@@ -28,6 +29,13 @@ def script_traceback(exc: BaseException, script: str) -> str:
 
 
 def run_script(script: str, device: str) -> dict:
+    """How the script ended, and when (a distributed run's ranks are ordered by it)."""
+    outcome = _run_script(script, device)
+    outcome["ended_at"] = time.time()
+    return outcome
+
+
+def _run_script(script: str, device: str) -> dict:
     os.environ["KATA_DEVICE"] = device
     sys.argv = [script]
     sys.path[0] = os.path.dirname(os.path.abspath(script))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import operator
+import os
 import weakref
 from typing import Any, Callable
 
@@ -26,10 +27,15 @@ from torch.utils.data.dataloader import _DatasetKind
 
 from checker import workers
 from checker.events import Event, LossCall, Order, Pass
+from checker.ranks import COLLECTIVE
 from checker.session import Session
 
 DROPOUT_FUNCTIONS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
 KEPT_INDEX_BATCHES = 8  # index batches of a pass kept in full (the rest only in the pass's digest)
+KEPT_INDICES = 200_000  # indices of a pass kept in full in a distributed run, to compare the ranks' shards
+COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "barrier", "monitored_barrier",
+               "broadcast", "broadcast_object_list", "reduce", "reduce_scatter", "reduce_scatter_tensor", "gather",
+               "gather_object", "scatter", "scatter_object_list", "all_to_all", "all_to_all_single", "send", "recv")
 LOSS_FUNCTIONS = ("cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "mse_loss",
                   "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "gaussian_nll_loss", "poisson_nll_loss")
 
@@ -63,6 +69,7 @@ class Instrumentation:
         self._wrap_losses()
         self._wrap_grad_scaler()
         self._wrap_schedulers()
+        self._wrap_distributed()
 
     def tampering(self) -> list[str]:
         """What of the instrumentation the script removed or replaced (empty when intact)."""
@@ -71,6 +78,30 @@ class Instrumentation:
         found += [f"{getattr(owner, '__qualname__', getattr(owner, '__name__', owner))}.{name}"
                   for owner, name, replacement in self._patched if vars(owner).get(name) is not replacement]
         return found
+
+    # -- torch.distributed ----------------------------------------------------
+    def _wrap_distributed(self) -> None:
+        """Learn this process's rank when it joins a process group, and name the collective it waits in.
+
+        The name goes to ``CHANNEL_DIR/collective`` on entry and is cleared on return, so that the
+        ``kata`` process can say where a hung rank stopped; DDP's own gradient all-reduce runs in C++ and
+        is not seen here."""
+        if not torch.distributed.is_available():
+            return
+        dist, session = torch.distributed, self.session
+        original_init = dist.init_process_group
+
+        @functools.wraps(original_init)
+        def init_process_group(*args: Any, **kwargs: Any) -> Any:
+            result = original_init(*args, **kwargs)
+            session.rank, session.world = dist.get_rank(), dist.get_world_size()
+            return result
+
+        self._patch(dist, "init_process_group", init_process_group)
+        where = os.path.join(session.channel_dir, COLLECTIVE)
+        for name in COLLECTIVES:
+            if callable(getattr(dist, name, None)):
+                self._patch(dist, name, waiting_in(getattr(dist, name), f"torch.distributed.{name}", where))
 
     # -- plumbing -----------------------------------------------------------
     def _patch(self, owner: Any, name: str, replacement: Any) -> None:
@@ -316,7 +347,7 @@ class RecordedSampler:
         observed = self._latest.get(self._loader)
         if observed is None:
             return iterator
-        observed.order = Order()
+        observed.order = Order(drawn=[] if distributed() else None)
         return RecordingIterator(iterator, observed.order)
 
     def __len__(self) -> int:
@@ -341,6 +372,7 @@ class RecordingIterator:
             except Exception:  # never break the script's loading: stop recording, and leave no partial order
                 self._order.head.clear()
                 self._order.batches = self._order.indices = 0
+                self._order.drawn = None
                 self._order = None
         return drawn
 
@@ -359,6 +391,35 @@ def record(order: Order, drawn: Any) -> None:
     order.digest = hash((order.digest, key))
     if len(order.head) < KEPT_INDEX_BATCHES:
         order.head.append(list(key))
+    if order.drawn is not None and len(order.drawn) < KEPT_INDICES:
+        order.drawn.extend(key)
+
+
+def distributed() -> bool:
+    """Whether this process is a rank of an initialised process group."""
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
+def waiting_in(collective: Callable, name: str, where: str) -> Callable:
+    """``collective``, with ``name`` in the file ``where`` while it runs."""
+
+    @functools.wraps(collective)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _write(where, name)
+        try:
+            return collective(*args, **kwargs)
+        finally:
+            _write(where, "")
+
+    return wrapper
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        with open(path, "w") as f:
+            f.write(text)
+    except OSError:
+        pass
 
 
 def observing(original: Callable, look: Callable[[dict], None]) -> Callable:

@@ -53,6 +53,21 @@ def tagged(token: str) -> list[int]:
     return found
 
 
+def described(pids: list[int]) -> list[tuple[int | None, str]]:
+    """(the ``RANK`` in its environment, its command line) of each process that is still there."""
+    found = []
+    for pid in pids:
+        try:
+            environ = dict(item.split(b"=", 1) for item in (PROC / str(pid) / "environ").read_bytes().split(b"\0")
+                           if b"=" in item)
+            command = (PROC / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        rank = environ.get(b"RANK", b"").decode()
+        found.append((int(rank) if rank.isdigit() else None, command))
+    return found
+
+
 def memory_mb(pids: list[int]) -> float:
     """Memory held by ``pids`` together: proportional set size, so pages that forked DataLoader
     workers share with their parent count once; resident size where the kernel has no PSS."""

@@ -4,6 +4,10 @@ The script runs in its own process group, in a scratch folder, with its output
 going through a pipe into a capped log. A watchdog ends it (and everything it
 started) on the wall-clock limit, after a stretch without progress, or when it
 uses more memory than allowed. The record comes back over a signed channel.
+
+With ``nproc`` > 1 the script runs under PyTorch's launcher, one observed process
+per rank (:mod:`checker.ranks`); each rank signs its own record with its own key,
+and the run is over when every rank has written one or the launcher has ended.
 """
 from __future__ import annotations
 
@@ -14,15 +18,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from checker import processes, record
 from checker.harness import HEARTBEAT
 from checker.output import OutputReader
+from checker.ranks import COLLECTIVE, KEY, STOPPED, rank_dir
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 POLL = 0.05
+SHUTDOWN_GRACE = 5.0  # seconds a distributed run's processes get to exit once every rank wrote its record
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,20 @@ class Run:
     seconds: float
     forged: bool = False  # a record was there but its signature did not match
     leftovers: int = 0  # processes still alive when the script ended, and ended by the checker
+    ranks: list[RankRun] = field(default_factory=list)  # a distributed run's ranks, in rank order (else empty)
+    left_running: list[tuple[int | None, str]] = field(default_factory=list)  # (rank, command) of processes a
+    # distributed run's ranks left behind after their launcher ended
+
+
+@dataclass
+class RankRun:
+    """What one rank of a distributed run left in its part of the channel."""
+
+    rank: int
+    record: dict | None
+    forged: bool = False
+    stopped: str = ""  # the signal the launcher stopped it with (when another rank failed)
+    collective: str = ""  # the collective it was waiting in when the run ended
 
 
 def default_memory_mb() -> float | None:
@@ -83,11 +103,34 @@ class ColdChild:
         return self.proc.returncode
 
 
-def run(script: Path, device: str = "cpu", limits: Limits = Limits(), warm=None) -> Run:
+class Launcher:
+    """``python -m torch.distributed.run --standalone --nproc-per-node N -m checker.ranks ...``: PyTorch's own
+    launcher, on the loopback, starting one observed process per rank; each rank's key waits in its channel."""
+
+    def __init__(self, script: str, device: str, channel: str, scratch: str, fifo: str, keys: list[str], token: str):
+        for rank, key in enumerate(keys):
+            os.makedirs(rank_dir(channel, rank))
+            with open(os.open(os.path.join(rank_dir(channel, rank), KEY), os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+                f.write(key)
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={len(keys)}",
+                   "--max-restarts=0", "--monitor-interval=0.1", "-m", "checker.ranks", script, device, channel]
+        with open(fifo, "wb") as out:
+            self.proc = subprocess.Popen(command, cwd=scratch, env=child_env(token), stdin=subprocess.DEVNULL,
+                                         stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        self.pid = self.proc.pid
+
+    wait = ColdChild.wait
+    returncode = ColdChild.returncode
+
+
+def run(script: Path, device: str = "cpu", limits: Limits = Limits(), warm=None, nproc: int = 1) -> Run:
     """Run ``script`` under observation; never writes to the script's folder.
 
     ``warm`` (a ``checker.warm.WarmServer``) forks the run from a process that already imported torch.
+    ``nproc`` > 1 runs it as that many ranks of a distributed job (always cold: under PyTorch's launcher).
     """
+    if nproc > 1:
+        return run_ranks(script, device, limits, nproc)
     channel = tempfile.mkdtemp(prefix="kata-channel-")
     scratch = tempfile.mkdtemp(prefix="kata-run-")
     fifo = os.path.join(channel, "output")
@@ -122,27 +165,85 @@ def run(script: Path, device: str = "cpu", limits: Limits = Limits(), warm=None)
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def watch(child, channel: str, reader: OutputReader, limits: Limits, started: float) -> str:
+def run_ranks(script: Path, device: str, limits: Limits, nproc: int) -> Run:
+    """Run ``script`` as ``nproc`` ranks under PyTorch's launcher, each observed and signing its own record."""
+    channel = tempfile.mkdtemp(prefix="kata-channel-")
+    scratch = tempfile.mkdtemp(prefix="kata-run-")
+    fifo = os.path.join(channel, "output")
+    os.mkfifo(fifo)
+    keys, token = [secrets.token_hex(32) for _ in range(nproc)], secrets.token_hex(8)
+    reader = OutputReader(fifo, script.stem)
+    reader.start()
+    started = time.monotonic()
+    launcher, collectives, left = None, {}, []
+    dirs = [rank_dir(channel, rank) for rank in range(nproc)]
+    try:
+        launcher = Launcher(str(script.resolve()), device, channel, scratch, fifo, keys, token)
+        ended = watch(launcher, channel, reader, limits, started, dirs, lambda: processes.tagged(token))
+        collectives = {rank: _read(os.path.join(d, COLLECTIVE)) for rank, d in enumerate(dirs)}
+        if ended == "exited" and launcher.wait(SHUTDOWN_GRACE):  # the ranks ended on their own: what is left, they left
+            left = processes.described(processes.tagged(token))
+    except KeyboardInterrupt:
+        ended = "interrupted"
+    finally:
+        leftovers = processes.end(launcher.pid, token) if launcher is not None else 0
+        if launcher is not None:
+            launcher.wait(None)
+        else:
+            with open(fifo, "wb"):
+                pass
+        reader.join(5)
+    try:
+        ranks = []
+        for rank, (folder, key) in enumerate(zip(dirs, keys)):
+            found, forged = record.read(folder, key)
+            ranks.append(RankRun(rank, found, forged, _read(os.path.join(folder, STOPPED)), collectives.get(rank, "")))
+        return Run(None, launcher.returncode if launcher else None, ended, reader.tail, reader.truncated,
+                   str(reader.log_path), time.monotonic() - started, any(r.forged for r in ranks), leftovers, ranks,
+                   left)
+    finally:
+        shutil.rmtree(channel, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def watch(child, channel: str, reader: OutputReader, limits: Limits, started: float,
+          ranks: list[str] | None = None, members=None) -> str:
     """Wait for the child; end it early on a limit. Returns how it ended.
 
+    ``ranks``: the channel folders of a distributed run's ranks, each with its heartbeat and record;
+    ``members``: what lists the run's processes, for the memory limit (default: the child's process group).
     Once the record is written the run is over: what remains is the interpreter shutting down, which
     the caller cuts short by ending the process group.
     """
-    heartbeat = os.path.join(channel, HEARTBEAT)
-    written = os.path.join(channel, record.RECORD)
+    folders = ranks or [channel]
+    heartbeats = [os.path.join(folder, HEARTBEAT) for folder in folders]
+    written = [os.path.join(folder, record.RECORD) for folder in folders]
+    members = members or (lambda: processes.group_members(child.pid))
     next_memory_check = 0.0
-    while not child.wait(POLL) and not os.path.exists(written):
+    while not child.wait(POLL) and not all(os.path.exists(path) for path in written):
         now = time.monotonic()
         if now - started > limits.timeout:
             return "timeout"
-        try:
-            beat = time.monotonic() - (time.time() - os.stat(heartbeat).st_mtime)
-        except OSError:
-            beat = started
+        beat = max([started] + [time.monotonic() - (time.time() - mtime) for mtime in map(_mtime, heartbeats) if mtime])
         if now - max(beat, reader.last_output, started) > limits.idle:
             return "idle"
         if limits.memory_mb and now >= next_memory_check:
             next_memory_check = now + 0.5
-            if processes.memory_mb(processes.group_members(child.pid)) > limits.memory_mb:
+            if processes.memory_mb(members()) > limits.memory_mb:
                 return "memory"
     return "exited"
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0

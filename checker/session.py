@@ -58,6 +58,8 @@ class Session:
     errors: dict[str, str] = field(default_factory=dict)
     script_globals: dict[str, Any] = field(default_factory=dict)  # the finished script's globals, for naming
     params: ParamWatch = field(default_factory=ParamWatch)
+    rank: int | None = None  # in a process group: this process's rank, and the group's size
+    world: int = 1
     _listeners: dict[Event, list[tuple[str, Callable]]] = field(default_factory=lambda: defaultdict(list))
     _depth: int = 0
     _step: Update | None = None
@@ -365,6 +367,8 @@ class Session:
             eval_forwards=phases.count(EVAL),
             observer_errors=self.errors,
             tampered=tampered,
+            rank=self.rank,
+            world=self.world,
         )
 
     def _disjoint_optimizers(self) -> bool:

@@ -11,9 +11,9 @@ import signal
 from dataclasses import dataclass, field
 
 from checker.facts import RunFacts
-from checker.findings import ADVICE, ERROR, Finding
+from checker.findings import ADVICE, CANNOT_TELL, ERROR, FAIL, NOT_APPLICABLE, PASS, Finding
 from checker.probes import BY_ID, PROBES
-from checker.runner import Limits, Run
+from checker.runner import Limits, RankRun, Run
 
 SCHEMA = "torch-katas/check/4"
 DIAGNOSIS, SYMPTOMS = "diagnosis", "symptoms"
@@ -36,6 +36,8 @@ class Report:
     output_truncated: bool = False
     disclosure: str = DIAGNOSIS
     ran: bool = True  # False when the file could not be run at all
+    nproc: int = 1  # ranks launched (1: a single process)
+    notes: list[str] = field(default_factory=list)  # what happened beside the verdict (processes left running)
 
     def statuses(self) -> dict[str, str]:
         """Each probe's status, by probe id."""
@@ -52,6 +54,8 @@ class Report:
             "detail": self.detail,
             "seconds": round(self.seconds, 3),
             "ran": self.ran,
+            "nproc": self.nproc,
+            "notes": self.notes,
             "disclosure": self.disclosure,
             "probes": [f.to_json() if self.disclosure == DIAGNOSIS else symptom_json(f) for f in self.findings],
             "output_tail": self.output,
@@ -83,33 +87,133 @@ def unusable(script: str, device: str, problem: str, detail: str, exit_code: int
 
 def judge(run: Run, script: str, device: str, limits: Limits) -> Report:
     report = Report(script, device, "", 0, output=run.output, seconds=run.seconds, log_path=run.log_path,
-                    output_truncated=run.output_truncated)
+                    output_truncated=run.output_truncated, nproc=max(1, len(run.ranks)))
+    report.notes = [f"{'rank ' + str(rank) if rank is not None else 'the script'} left a process running "
+                    f"({command[:80]}); the checker ended it" for rank, command in run.left_running]
     problem = _run_problem(run, limits)
     if problem:
         return _set(report, *problem)
+    if run.ranks:
+        return _judge_ranks(report, run.ranks)
     outcome = run.record["outcome"]
-    if outcome["status"] == "no-cuda":
-        return _set(report, "usage", EXIT_USAGE, "--device cuda was asked for, but CUDA is not available here")
-    if outcome["status"] == "exception":
-        report.detail = outcome["traceback"]
-        missing = outcome["error"].startswith(("ModuleNotFoundError", "ImportError"))
-        hint = "; is it installed in this environment?" if missing else ""
-        return _set(report, "script-failed", EXIT_SCRIPT_FAILED, f"the script raised {outcome['error']}{hint}")
-    if outcome["status"] == "exit":
-        return _set(report, "script-failed", EXIT_SCRIPT_FAILED, f"the script exited with status {outcome['code']}")
+    failure = _failure(outcome, "the script")
+    if failure:
+        report.detail = outcome.get("traceback", "")
+        return _set(report, *failure)
     facts = RunFacts.from_json(run.record["facts"])
     if not facts.backwards and not facts.updates:
         why = ("the script exited (sys.exit) before any training was observed" if outcome.get("exit_called") else
                "no training was observed: the script never called backward() or updated a parameter")
         return _set(report, "script-failed", EXIT_SCRIPT_FAILED, why)
-    errors = facts.observer_errors
+    report.findings = [_judged(probe, run.record, facts) for probe in PROBES]
+    return _conclude(report)
+
+
+def _failure(outcome: dict, who: str) -> tuple[str, int, str] | None:
+    """(verdict, exit code, problem) when the script did not run to its end; None when it did."""
+    if outcome["status"] == "no-cuda":
+        return "usage", EXIT_USAGE, "--device cuda was asked for, but CUDA is not available here"
+    if outcome["status"] == "exception":
+        error = outcome["error"]
+        hint = ""
+        if error.startswith(("ModuleNotFoundError", "ImportError")):
+            hint = "; is it installed in this environment?"
+        elif "env://" in error or "environment variable RANK" in error:
+            hint = "; it expects a distributed launcher: check it with --nproc N"
+        return "script-failed", EXIT_SCRIPT_FAILED, f"{who} raised {error}{hint}"
+    if outcome["status"] == "exit":
+        return "script-failed", EXIT_SCRIPT_FAILED, f"{who} exited with status {outcome['code']}"
+    return None
+
+
+def _judged(probe, record: dict, facts: RunFacts) -> Finding:
+    return _unobserved(probe, record, facts) or probe.judge(probe.Observation(**record["observations"][probe.ID]),
+                                                            facts)
+
+
+def _unobserved(probe, record: dict, facts: RunFacts) -> Finding | None:
+    """The probe's error when the checker could not observe it in this process; None when it could."""
+    trouble = facts.observer_errors.get(probe.ID) or facts.observer_errors.get("session")
+    if trouble or probe.ID not in record["observations"]:
+        return Finding(probe.ID, probe.TITLE, ERROR, message=f"the checker could not observe this: {trouble}")
+    return None
+
+
+SEVERITY = {ERROR: 5, FAIL: 4, ADVICE: 3, CANNOT_TELL: 2, PASS: 1, NOT_APPLICABLE: 0}
+
+
+def _judge_ranks(report: Report, ranks: list[RankRun]) -> Report:
+    """Every rank judged on its own (a finding names the ranks it comes from) and the ranks compared."""
+    failure = _rank_failure(ranks)
+    if failure:
+        report.detail = failure[3]
+        return _set(report, *failure[:3])
+    facts = [RunFacts.from_json(r.record["facts"]) for r in ranks]
+    idle = [r.rank for r, f in zip(ranks, facts) if not f.backwards and not f.updates]
+    if idle:
+        return _set(report, "script-failed", EXIT_SCRIPT_FAILED, f"no training was observed on rank {idle[0]}: it never "
+                    "called backward() or updated a parameter")
     for probe in PROBES:
-        trouble = errors.get(probe.ID) or errors.get("session")
-        if trouble or probe.ID not in run.record["observations"]:
-            report.findings.append(Finding(probe.ID, probe.TITLE, ERROR,
-                                           message=f"the checker could not observe this: {trouble}"))
+        if hasattr(probe, "judge_ranks"):
+            broken = next(filter(None, (_unobserved(probe, r.record, f) for r, f in zip(ranks, facts))), None)
+            report.findings.append(broken or probe.judge_ranks(
+                [probe.Observation(**r.record["observations"][probe.ID]) for r in ranks], facts))
         else:
-            report.findings.append(probe.judge(probe.Observation(**run.record["observations"][probe.ID]), facts))
+            report.findings.append(merged([_judged(probe, r.record, f) for r, f in zip(ranks, facts)]))
+    return _conclude(report)
+
+
+def merged(findings: list[Finding]) -> Finding:
+    """One probe's findings on every rank, as one: the worst, naming the ranks it was found on."""
+    worst = max(findings, key=lambda f: SEVERITY.get(f.status, 0))
+    if worst.status in (PASS, NOT_APPLICABLE):
+        return worst
+    where = [rank for rank, f in enumerate(findings) if f.status == worst.status]
+    label = f"rank {where[0]}" if len(where) == 1 else ("every rank" if len(where) == len(findings) else
+                                                        "ranks " + ", ".join(map(str, where)))
+    return Finding(worst.probe, worst.title, worst.status, worst.measured, worst.threshold,
+                   f"{label}: {worst.message}", worst.series, worst.parts,
+                   f"{label}: {worst.symptom}" if worst.symptom else "")
+
+
+def _rank_failure(ranks: list[RankRun]) -> tuple[str, int, str, str] | None:
+    """How the ranks failed, first cause first: (verdict, exit code, problem, detail); None when all finished.
+
+    The first cause is a rank that ended without a record (killed, os._exit), else the first to end: a rank
+    that raised, exited with an error, or left early while the others went on (the others then fail in
+    their next collective, or are stopped by the launcher)."""
+    def ended_at(r: RankRun) -> float:
+        return r.record["outcome"].get("ended_at", 0.0) if r.record else -1.0
+
+    failed = {r.rank: _failure(r.record["outcome"], f"rank {r.rank}") for r in ranks if r.record}
+    missing = [r for r in ranks if r.record is None and not r.stopped]
+    broken = [r for r in ranks if r.record is None or failed[r.rank]]
+    if not broken:
+        return None
+    if failed.get(0) and failed[0][0] == "usage":
+        return (*failed[0], "")
+    first = missing[0] if missing else min(broken, key=ended_at)
+    early = [r for r in ranks if r.record and not failed[r.rank] and r.record["outcome"].get("exit_called")
+             and ended_at(r) < ended_at(first)]
+    lines = []
+    if early:
+        first = early[0]
+        lines.append(f"rank {first.rank} exited (sys.exit) while the other ranks were still training")
+    for r in [first] + [r for r in sorted(broken, key=ended_at) if r is not first]:
+        if r is first and early:
+            continue
+        if r.record is None:
+            lines.append(f"rank {r.rank} was stopped by the launcher ({r.stopped})" if r.stopped else
+                         f"rank {r.rank} ended without the checker's record (os._exit, a signal or a crash?)")
+        else:
+            lines.append(failed[r.rank][2])
+    detail = next((r.record["outcome"].get("traceback", "") for r in [first, *broken] if r.record
+                   and r.record["outcome"]["status"] == "exception"), "")
+    problem = lines[0] + ("; then " + ", ".join(lines[1:]) if lines[1:] else "")
+    return "script-failed", EXIT_SCRIPT_FAILED, problem, detail
+
+
+def _conclude(report: Report) -> Report:
     failed = [f for f in report.findings if f.failed]
     if failed:
         return _set(report, "fail", EXIT_SYMPTOM, f"{len(failed)} of {len(report.findings)} checks found a symptom")
@@ -125,8 +229,11 @@ def _run_problem(run: Run, limits: Limits) -> tuple[str, int, str] | None:
     if run.ended == "interrupted":
         return "interrupted", EXIT_INTERRUPTED, "interrupted: the script and everything it started were stopped"
     if run.ended == "timeout":
-        return "timeout", EXIT_TIMEOUT, f"the script did not finish within {limits.timeout:g} s (--timeout)"
+        return "timeout", EXIT_TIMEOUT, f"the script did not finish within {limits.timeout:g} s (--timeout)" + \
+            _unfinished(run)
     if run.ended == "idle":
+        if run.ranks:
+            return "timeout", EXIT_TIMEOUT, f"no progress for {limits.idle:g} s (--idle){_unfinished(run)}"
         return "timeout", EXIT_TIMEOUT, f"no progress for {limits.idle:g} s: is a loop unbounded? (--idle)"
     if run.ended == "memory":
         return "script-failed", EXIT_SCRIPT_FAILED, (
@@ -134,6 +241,8 @@ def _run_problem(run: Run, limits: Limits) -> tuple[str, int, str] | None:
     if run.forged:
         return "script-failed", EXIT_SCRIPT_FAILED, (
             "the result record was not written by the checker (its signature does not match): not trusted")
+    if run.ranks:
+        return None
     if run.record is None:
         if run.returncode is not None and run.returncode < 0:
             name = signal.Signals(-run.returncode).name
@@ -143,6 +252,16 @@ def _run_problem(run: Run, limits: Limits) -> tuple[str, int, str] | None:
             f"the script ended (status {run.returncode}) before it finished, without the checker's record "
             "(os._exit or a crash?)")
     return None
+
+
+def _unfinished(run: Run) -> str:
+    """Where each rank of a distributed run was when it was stopped: finished, in a collective, or working."""
+    if not run.ranks:
+        return ""
+    said = [f"rank {r.rank} " + ("had finished" if r.record else f"was waiting in {r.collective}" if r.collective
+                                 else "was still running (not in a collective called from Python)")
+            for r in run.ranks]
+    return ": " + "; ".join(said)
 
 
 def _set(report: Report, verdict: str, code: int, problem: str) -> Report:

@@ -45,6 +45,10 @@ from checker.probes import (
     pad_targets,
     padding_waste,
     params_trained,
+    rank_params,
+    rank_shards,
+    rank_streams,
+    rank_writes,
     reported_metric,
     resume_state,
     tied_weights,
@@ -85,6 +89,10 @@ PROBES = (
     next_token,
     tied_weights,
     graph_span,
+    rank_params,
+    rank_shards,
+    rank_streams,
+    rank_writes,
     health,
 )
 BY_ID = {probe.ID: probe for probe in PROBES}

@@ -157,6 +157,8 @@ class Observation:
     untied: int = 0  # prints with a reading not tied to a finished evaluation (training, inside a loop)
     dropped: int = 0  # prints with a reading beyond MAX_PRINTS, not judged
     prints: int = 0
+    blocks: list[dict] = field(default_factory=list)  # per run of evaluation forwards of one pass: {"correct",
+    # "total"}; a report's "blocks" are the indices of those it is tied to (ranks of a distributed run are compared)
 
 
 class Observer:
@@ -217,22 +219,27 @@ class Observer:
         blocks = [(group[0], group[-1] + 1, [rows[i] for i in group if i in rows])
                   for group in runs(evaluated, lambda i: forwards[i].pass_index)]
         blocks = [block for block in blocks if block[2]]
+        obs.blocks = [{"correct": sum(r["correct"] for r in scored), "total": sum(r["total"] for r in scored)}
+                      for _, _, scored in blocks]
         for position, in_pass, text, found in self.pending:
             tie = self._tie(position, in_pass, phases, [b for b in blocks if b[1] <= position], rows)
             if tie is None:
                 obs.untied += 1
                 continue
-            candidates, clean = tie
-            report = {"text": text, "readings": found, "candidates": candidates, "clean": clean, "earlier": []}
+            candidates, clean, recent = tie
+            report = {"text": text, "readings": found, "candidates": candidates, "clean": clean, "earlier": [],
+                      "blocks": [blocks.index(block) for block in recent]}
             if any(r["best"] for r in found):
                 report["earlier"] = sorted({c["accuracy"] for b in blocks if b[1] <= position
                                             for c in accuracies(b[2], "evaluation")})
             obs.reports.append(report)
         return obs
 
-    def _tie(self, position: int, in_pass: bool, phases: list, blocks: list, rows: dict) -> tuple[list[dict], bool] | None:
-        """The candidate accuracies of the evaluation a print at ``position`` reports on, and whether each of its
-        passes had one scored forward per batch; None when the print is not tied to a finished evaluation.
+    def _tie(self, position: int, in_pass: bool, phases: list, blocks: list, rows: dict) -> tuple[list[dict], bool,
+                                                                                                   list] | None:
+        """The candidate accuracies of the evaluation a print at ``position`` reports on, whether each of its
+        passes had one scored forward per batch, and its blocks; None when the print is not tied to a finished
+        evaluation.
         ``blocks``: ``(first, end, scored rows)`` of each run of evaluation forwards of one pass that ended before."""
         forwards = self.session.forwards
         if position == 0 or in_pass or phases[position - 1] != "eval":
@@ -259,7 +266,7 @@ class Observer:
         if len(recent) > 1:
             candidates += accuracies(everything, "evaluation, all passes together")[:1]
         candidates += accuracies([rows[i] for i in range(first_train, start) if i in rows], "training")
-        return candidates, clean
+        return candidates, clean, recent
 
 
 def health_observer(session) -> Any:
@@ -360,3 +367,41 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
     seen = f"each of the {readings_count} accuracies printed after an evaluation matched its outputs against its labels"
     return Finding(ID, TITLE, PASS, measured, "0",
                    f"{seen} (last: \"{example['text']}\", recomputed {_recomputed(example)})", observed=seen)
+
+
+def judge_ranks(observations: list[Observation], facts: list[RunFacts]) -> Finding:
+    """In a distributed run a printed accuracy must be that of the whole evaluation: each print's candidate is
+    recomputed from the same evaluation (by order) of every rank that evaluated, correct and samples summed over
+    ranks. An accuracy of the printing rank's own shard alone disagrees."""
+    evaluating = [obs for obs in observations if obs.blocks]
+    merged = Observation(evaluations=sum(o.evaluations for o in observations),
+                         untied=sum(o.untied for o in observations), dropped=sum(o.dropped for o in observations),
+                         prints=sum(o.prints for o in observations))
+    own: dict[int, tuple[int, dict]] = {}  # id of a merged report -> (rank, its own shard's evaluation candidate)
+    for rank, obs in enumerate(observations):
+        for report in obs.reports:
+            blocks = report.get("blocks", [])
+            aligned = blocks and all(len(o.blocks) > max(blocks) for o in evaluating)
+            training = [c for c in report["candidates"] if c["what"].startswith("training")]
+            if not aligned:
+                merged.reports.append({**report, "clean": False})
+                continue
+            correct = sum(o.blocks[b]["correct"] for o in evaluating for b in blocks)
+            total = sum(o.blocks[b]["total"] for o in evaluating for b in blocks)
+            whole = {"what": "evaluation", "accuracy": correct / total, "correct": correct, "total": total}
+            merged.reports.append({**report, "candidates": [whole, *training]})
+            mine = next((c for c in report["candidates"] if c["what"] == "evaluation" and c["correct"] is not None),
+                        None)
+            if mine is not None and len(evaluating) > 1:
+                own[id(merged.reports[-1])] = (rank, mine)
+    finding = judge(merged, facts[0])
+    if finding.status == FAIL:
+        shard = next(((rank, c) for r in merged.reports if r["clean"] and disagreeing(r) and id(r) in own
+                      for rank, c in [own[id(r)]]
+                      if all(matches(reading, [c["accuracy"]]) for reading in disagreeing(r))), None)
+        if shard is not None:
+            rank, c = shard
+            finding.message = (f"{finding.message.split(': the printed')[0]}: the printed accuracy is rank {rank}'s own "
+                               f"shard's ({c['correct']} of {c['total']} samples), not the evaluation over all "
+                               f"{len(observations)} ranks; sum the counts over ranks (all_reduce) before dividing")
+    return finding
