@@ -35,6 +35,24 @@ def _stopped(channel_dir: str):
     return handler
 
 
+def observe_rank(script: str, device: str, own: str, key: str) -> None:
+    """Observe this rank's run of the script (torch and the observers already imported)."""
+    from checker import harness
+
+    signal.signal(signal.SIGTERM, _stopped(own))
+    harness.check(script, device, own, key)
+
+
+def launcher_environment(rank: int, world: int, port: int) -> dict[str, str]:
+    """What ``torchrun --standalone --nproc-per-node WORLD`` puts in a worker's environment, for ranks forked
+    without it (the warm checker): rank 0 then hosts the rendezvous store on ``port`` of the loopback."""
+    return {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world),
+            "GROUP_RANK": "0", "ROLE_RANK": str(rank), "ROLE_NAME": "default", "ROLE_WORLD_SIZE": str(world),
+            "GROUP_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+            "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0", "TORCHELASTIC_RUN_ID": "kata",
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+
+
 def main() -> None:
     script, device, channel = sys.argv[1:4]
     own = rank_dir(channel, int(os.environ["RANK"]))
@@ -43,12 +61,11 @@ def main() -> None:
         key = f.read().strip()
     os.unlink(path)
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-    signal.signal(signal.SIGTERM, _stopped(own))
 
     from checker import harness
 
     harness.prepare()
-    harness.check(script, device, own, key)
+    observe_rank(script, device, own, key)
 
 
 def launched() -> bool:

@@ -109,7 +109,6 @@ class Launcher:
 
     def __init__(self, script: str, device: str, channel: str, scratch: str, fifo: str, keys: list[str], token: str):
         for rank, key in enumerate(keys):
-            os.makedirs(rank_dir(channel, rank))
             with open(os.open(os.path.join(rank_dir(channel, rank), KEY), os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
                 f.write(key)
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={len(keys)}",
@@ -130,7 +129,7 @@ def run(script: Path, device: str = "cpu", limits: Limits = Limits(), warm=None,
     ``nproc`` > 1 runs it as that many ranks of a distributed job (always cold: under PyTorch's launcher).
     """
     if nproc > 1:
-        return run_ranks(script, device, limits, nproc)
+        return run_ranks(script, device, limits, nproc, warm)
     channel = tempfile.mkdtemp(prefix="kata-channel-")
     scratch = tempfile.mkdtemp(prefix="kata-run-")
     fifo = os.path.join(channel, "output")
@@ -165,8 +164,12 @@ def run(script: Path, device: str = "cpu", limits: Limits = Limits(), warm=None,
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def run_ranks(script: Path, device: str, limits: Limits, nproc: int) -> Run:
-    """Run ``script`` as ``nproc`` ranks under PyTorch's launcher, each observed and signing its own record."""
+def run_ranks(script: Path, device: str, limits: Limits, nproc: int, warm=None) -> Run:
+    """Run ``script`` as ``nproc`` ranks under PyTorch's launcher, each observed and signing its own record.
+
+    ``warm`` forks the ranks from a process that already imported torch, with the environment the launcher
+    would give them, instead (a watch loop, the test suite); processes they leave are then ended by the warm
+    server, unnamed."""
     channel = tempfile.mkdtemp(prefix="kata-channel-")
     scratch = tempfile.mkdtemp(prefix="kata-run-")
     fifo = os.path.join(channel, "output")
@@ -177,16 +180,21 @@ def run_ranks(script: Path, device: str, limits: Limits, nproc: int) -> Run:
     started = time.monotonic()
     launcher, collectives, left = None, {}, []
     dirs = [rank_dir(channel, rank) for rank in range(nproc)]
+    for folder in dirs:
+        os.makedirs(folder)
     try:
-        launcher = Launcher(str(script.resolve()), device, channel, scratch, fifo, keys, token)
-        ended = watch(launcher, channel, reader, limits, started, dirs, lambda: processes.tagged(token))
+        launch = warm.start_ranks if warm is not None else Launcher
+        launcher = launch(str(script.resolve()), device, channel, scratch, fifo, keys, token)
+        members = (lambda: processes.tagged(token)) if warm is None else None
+        ended = watch(launcher, channel, reader, limits, started, dirs, members)
         collectives = {rank: _read(os.path.join(d, COLLECTIVE)) for rank, d in enumerate(dirs)}
-        if ended == "exited" and launcher.wait(SHUTDOWN_GRACE):  # the ranks ended on their own: what is left, they left
+        if ended == "exited" and warm is None and launcher.wait(SHUTDOWN_GRACE):
+            # the ranks ended on their own: what is still there, they left behind
             left = processes.described(processes.tagged(token))
     except KeyboardInterrupt:
         ended = "interrupted"
     finally:
-        leftovers = processes.end(launcher.pid, token) if launcher is not None else 0
+        leftovers = processes.end(launcher.pid, token if warm is None else None) if launcher is not None else 0
         if launcher is not None:
             launcher.wait(None)
         else:

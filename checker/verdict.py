@@ -205,8 +205,11 @@ def _rank_failure(ranks: list[RankRun]) -> tuple[str, int, str, str] | None:
         if r.record is None:
             lines.append(f"rank {r.rank} was stopped by the launcher ({r.stopped})" if r.stopped else
                          f"rank {r.rank} ended without the checker's record (os._exit, a signal or a crash?)")
-        else:
+        elif r is first:
             lines.append(failed[r.rank][2])
+        else:  # what followed the first failure: its name, not its whole message
+            error = r.record["outcome"].get("error", "")
+            lines.append(f"rank {r.rank} raised {error.split(':')[0]}" if error else failed[r.rank][2])
     detail = next((r.record["outcome"].get("traceback", "") for r in [first, *broken] if r.record
                    and r.record["outcome"]["status"] == "exception"), "")
     problem = lines[0] + ("; then " + ", ".join(lines[1:]) if lines[1:] else "")

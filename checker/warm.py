@@ -7,8 +7,11 @@ never ran anything, so no state passes from one check to the next. This saves
 importing torch on every check (the test suite, a watch loop).
 
 Protocol, one JSON line each way: the client sends ``{script, device, channel,
-scratch, fifo, key}``; the server answers ``{"pid": ...}`` at once and
-``{"status": ...}`` when that child ends. The server is a child subreaper: what
+scratch, fifo, key}`` (for a distributed run, ``keys``: one per rank, instead of
+``key``); the server answers ``{"pid": ...}`` at once and ``{"status": ...}`` when
+that child ends. A distributed run's child leads the run: it forks one rank per
+key with the environment PyTorch's launcher would give it, and, as the launcher
+does, stops the other ranks when one fails. The server is a child subreaper: what
 a check's script leaves behind (daemons included) becomes the server's child
 and is ended before the server reports the check's status.
 """
@@ -19,10 +22,12 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
+import time
 
-from checker import harness
+from checker import harness, ranks
 from checker.processes import children
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -41,6 +46,15 @@ class WarmServer:
               token: str) -> "WarmChild":
         request = {"script": script, "device": device, "channel": channel, "scratch": scratch, "fifo": fifo,
                    "key": key}
+        self.proc.stdin.write((json.dumps(request) + "\n").encode())
+        self.proc.stdin.flush()
+        return WarmChild(self, json.loads(self.proc.stdout.readline())["pid"])
+
+    def start_ranks(self, script: str, device: str, channel: str, scratch: str, fifo: str, keys: list[str],
+                    token: str) -> "WarmChild":
+        """A distributed run: one forked rank per key, led by the returned child."""
+        request = {"script": script, "device": device, "channel": channel, "scratch": scratch, "fifo": fifo,
+                   "keys": keys}
         self.proc.stdin.write((json.dumps(request) + "\n").encode())
         self.proc.stdin.flush()
         return WarmChild(self, json.loads(self.proc.stdout.readline())["pid"])
@@ -65,21 +79,26 @@ class WarmChild:
         return True
 
 
+def isolate(request: dict) -> None:
+    """In a forked child: its own process group, the scratch folder, output to the run's log."""
+    os.setsid()
+    os.chdir(request["scratch"])
+    output = os.open(request["fifo"], os.O_WRONLY)
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    os.dup2(output, 1)
+    os.dup2(output, 2)
+    os.close(output)
+    sys.stdin = open(0, closefd=False)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
+    os.environ["PYTHONUNBUFFERED"] = "1"
+    sys.dont_write_bytecode = True
+
+
 def run_child(request: dict) -> int:
     """In the forked child: isolate, redirect, observe the script; returns the exit status."""
     try:
-        os.setsid()
-        os.chdir(request["scratch"])
-        output = os.open(request["fifo"], os.O_WRONLY)
-        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-        os.dup2(output, 1)
-        os.dup2(output, 2)
-        os.close(output)
-        sys.stdin = open(0, closefd=False)
-        sys.stdout = open(1, "w", buffering=1, closefd=False)
-        sys.stderr = open(2, "w", buffering=1, closefd=False)
-        os.environ["PYTHONUNBUFFERED"] = "1"
-        sys.dont_write_bytecode = True
+        isolate(request)
         harness.check(request["script"], request["device"], request["channel"], request["key"])
         return 0
     except BaseException:  # noqa: BLE001 - a failure of the checker itself: no record, reported as such
@@ -87,6 +106,52 @@ def run_child(request: dict) -> int:
 
         traceback.print_exc()
         return 1
+
+
+def run_ranks(request: dict) -> int:
+    """In the forked child that leads a distributed run: fork the ranks, then wait for them as the launcher would.
+
+    Returns the exit status, in the leader and in each rank (whose caller exits with it)."""
+    isolate(request)
+    with socket.socket() as probe:  # a free port of the loopback for rank 0's rendezvous store
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    world, started = len(request["keys"]), {}
+    for rank, key in enumerate(request["keys"]):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.environ.update(ranks.launcher_environment(rank, world, port))
+                ranks.observe_rank(request["script"], request["device"], ranks.rank_dir(request["channel"], rank), key)
+                return 0
+            except BaseException:  # noqa: BLE001 - a failure of the checker itself: no record, reported as such
+                import traceback
+
+                traceback.print_exc()
+                return 1
+        started[pid] = rank
+    return lead(started)
+
+
+def lead(started: dict[int, int], grace: float = 5.0) -> int:
+    """Wait for the ranks; when one fails, stop the others (SIGTERM, then SIGKILL after ``grace`` seconds)."""
+    failed, deadline = False, None
+    while started:
+        pid, status = os.waitpid(-1, os.WNOHANG) if deadline else os.waitpid(-1, 0)
+        if pid == 0:
+            if time.monotonic() > deadline:
+                for other in started:
+                    os.kill(other, signal.SIGKILL)
+                deadline = None
+            time.sleep(0.05)
+            continue
+        if started.pop(pid, None) is None:
+            continue
+        if os.waitstatus_to_exitcode(status) != 0 and not failed:
+            failed, deadline = True, time.monotonic() + grace
+            for other in started:
+                os.kill(other, signal.SIGTERM)
+    return 1 if failed else 0
 
 
 def end_orphans() -> None:
@@ -118,7 +183,8 @@ def serve() -> None:
         request = json.loads(line)
         pid = os.fork()
         if pid == 0:
-            raise SystemExit(run_child(request))  # unwinds and exits like any Python process
+            # unwinds and exits like any Python process
+            raise SystemExit(run_ranks(request) if "keys" in request else run_child(request))
         print(json.dumps({"pid": pid}), flush=True)
         _, status = os.waitpid(pid, 0)
         end_orphans()

@@ -19,6 +19,16 @@ DIFFICULTIES = {
 }
 
 
+# References that a distributed launcher runs, with their number of ranks; the others run as `python SCRIPT`.
+LAUNCHED = {"ddp": 2}
+
+
+def run_command(reference: str, script: str) -> str:
+    """How a script made from ``reference`` is run by hand."""
+    ranks = LAUNCHED.get(reference, 1)
+    return f"torchrun --standalone --nproc-per-node {ranks} {script}" if ranks > 1 else f"python {script}"
+
+
 @dataclass(frozen=True)
 class Bug:
     id: str

@@ -32,6 +32,7 @@ class KataInfo:
     reference: str  # a reference name ("classifier") or the path of the user's own script
     seed: int
     plain: bool = False  # planted in the script's exact text; otherwise in its disguise (see `kata new --plain`)
+    nproc: int = 1  # ranks it runs as (a distributed script is checked under a launcher)
 
 
 def find_workspace() -> Path | None:
@@ -61,7 +62,8 @@ def read_metadata(script: Path) -> KataInfo | None:
         if doc["format"] == FORMAT:
             nonce = bytes.fromhex(doc["nonce"])
             sealed = json.loads(_xor(base64.b64decode(doc["sealed"]), nonce))
-            return KataInfo(doc["engine"], sealed["bug"], sealed["site"], doc["reference"], doc["seed"], doc["plain"])
+            return KataInfo(doc["engine"], sealed["bug"], sealed["site"], doc["reference"], doc["seed"], doc["plain"],
+                            doc.get("nproc", 1))
     except (OSError, ValueError, KeyError, TypeError):
         pass
     return None

@@ -42,11 +42,18 @@ def warm_server():
         _servers.put(server)
 
 
+def ranks_of(path: Path) -> int:
+    """How many ranks a test script runs as: 2 for a script that joins a process group from the launcher's
+    environment (``init_process_group`` without an explicit rank), else 1."""
+    text = path.read_text()
+    return 2 if "init_process_group" in text and "rank=" not in text else 1
+
+
 def check(path: Path, device: str = "cpu", timeout: float = 120) -> Report:
-    """Check a script through a warm server, as `kata check` would."""
+    """Check a script through a warm server, as `kata check` would (a distributed one as two forked ranks)."""
     with warm_server() as server:
         limits = Limits(timeout=timeout)
-        return judge(run(path, device, limits, warm=server), str(path), device, limits)
+        return judge(run(path, device, limits, warm=server, nproc=ranks_of(path)), str(path), device, limits)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -56,11 +63,11 @@ def in_process_checks_run_warm():
     command as a subprocess, and test_warm compares warm and cold verdicts."""
     import checker.runner
 
-    def warm_run(script, device="cpu", limits=Limits(), warm=None):
+    def warm_run(script, device="cpu", limits=Limits(), warm=None, nproc=1):
         if warm is not None:
-            return run(script, device, limits, warm=warm)
+            return run(script, device, limits, warm=warm, nproc=nproc)
         with warm_server() as server:
-            return run(script, device, limits, warm=server)
+            return run(script, device, limits, warm=server, nproc=nproc)
 
     patch = pytest.MonkeyPatch()
     patch.setattr(checker.runner, "run", warm_run)

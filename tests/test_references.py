@@ -6,7 +6,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import REFERENCES, WORKERS, check, failed_probes
+from conftest import REFERENCES, WORKERS, check, failed_probes, ranks_of
 
 from checker.findings import NOT_APPLICABLE, PASS
 from checker.probes import PROBES
@@ -18,8 +18,9 @@ RUNS = 3
 
 
 def cold_check(path):
-    """Exactly what `kata check` runs: a fresh process that imports torch."""
-    return judge(run(path), str(path), "cpu", Limits())
+    """Exactly what `kata check` runs: a fresh process that imports torch (a distributed script: PyTorch's launcher
+    starting a fresh process per rank)."""
+    return judge(run(path, nproc=ranks_of(path)), str(path), "cpu", Limits())
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +55,9 @@ def test_every_probe_is_exercised_by_some_reference(reports):
 def standalone(tmp_path_factory):
     """Each reference run as a learner would, with plain Python, side by side."""
     def plain(script):
-        return subprocess.run([sys.executable, str(script)], cwd=tmp_path_factory.mktemp(script.stem),
+        ranks = ranks_of(script)
+        launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}"] if ranks > 1 else []
+        return subprocess.run([sys.executable, *launcher, str(script)], cwd=tmp_path_factory.mktemp(script.stem),
                               capture_output=True, text=True, timeout=120)
 
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
@@ -67,6 +70,9 @@ def test_reference_runs_on_its_own_and_learns(script, standalone):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
     assert lines and all(line.startswith("epoch ") for line in lines)
+    if "accuracy " in lines[-1]:  # the data-parallel reference prints the validation accuracy over all ranks
+        assert float(lines[-1].split("accuracy ")[1]) > 0.9
+        return
     if "acc " not in lines[-1]:  # a language model prints losses only: its validation loss must fall clearly
         first, last = (float(line.split("val ")[1].split()[0]) for line in (lines[0], lines[-1]))
         assert last < 0.6 * first

@@ -110,5 +110,6 @@ def judge_ranks(observations: list[Observation], facts: list[RunFacts]) -> Findi
                                ".module), and the step must use the gradients it synchronised", observed=seen)
     if not compared:
         return Finding(ID, TITLE, NOT_APPLICABLE, message="the ranks made no updates that could be compared")
-    seen = f"the {len(observations)} ranks' weights were equal after each of the {compared // (len(observations) - 1)} updates compared"
+    updates = compared // (len(observations) - 1)
+    seen = f"the {len(observations)} ranks' weights were equal after each of the {updates} updates compared"
     return Finding(ID, TITLE, PASS, "equal after every update", "equal after every update", seen, observed=seen)

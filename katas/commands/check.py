@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from checker.verdict import DIAGNOSIS, EXIT_SYMPTOM, SYMPTOMS
-from katas.commands.common import EXIT_CODES, limits_of, observe, refuse, run_options
+from katas.commands.common import EXIT_CODES, limits_of, observe, ranks_for, refuse, run_options
 
 
 @click.command(epilog=EXIT_CODES)
@@ -21,8 +21,8 @@ from katas.commands.common import EXIT_CODES, limits_of, observe, refuse, run_op
 @click.option("-v", "--verbose", is_flag=True, help="Plot the evidence of every check, not only the failing ones.")
 @click.option("--diagnose", is_flag=True, help="In a kata or an interview task: name the checks and the causes they "
                                                "point to. Counts as a hint until the kata passes; recorded in a task.")
-def check(path: Path, device: str, timeout: float, idle: float, memory: float | None, as_json: bool,
-          verbose: bool, diagnose: bool) -> None:
+def check(path: Path, device: str, timeout: float, idle: float, memory: float | None, nproc: int | None,
+          as_json: bool, verbose: bool, diagnose: bool) -> None:
     """Run a training script under observation and report the symptoms it shows.
 
     The script runs in a separate Python process, in a scratch folder, exactly
@@ -38,7 +38,7 @@ def check(path: Path, device: str, timeout: float, idle: float, memory: float | 
       a kata, a task's script  symptoms only (what was seen, with its evidence),
                                until the kata passes or you add --diagnose
     """
-    report = observe(path, device, limits_of(timeout, idle, memory))
+    report = observe(path, device, limits_of(timeout, idle, memory), nproc=ranks_for(path, nproc))
     if not report.ran and not as_json:
         refuse(report)
     injected = None

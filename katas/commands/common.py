@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from katas.catalogue import LAUNCHED  # noqa: F401 - re-exported for the commands
+
 REFERENCE_DIR = Path(__file__).resolve().parent.parent / "references"  # package data; `reference/` in the repository
 DEFAULT_REFERENCE = "classifier"  # the canonical loop; every bug but log0 applies to it
 
@@ -38,6 +40,10 @@ def run_options(command):
         click.option("--memory", type=click.FloatRange(min=64), metavar="MB",
                      help="Stop the script when its processes hold more than MB of memory "
                           "(default: 75% of RAM, at most 8192)."),
+        click.option("--nproc", type=click.IntRange(min=1, max=64), metavar="N",
+                     help="Run the script as N ranks of a distributed job, under PyTorch's own launcher "
+                          "(torchrun --standalone --nproc-per-node N; gloo on CPU, nccl with --device cuda); "
+                          "every rank is watched. Default: 1, or what the kata was made for."),
     ]):
         command = option(command)
     return command
@@ -49,9 +55,10 @@ def limits_of(timeout: float, idle: float, memory: float | None):
     return Limits(timeout, idle, memory or default_memory_mb())
 
 
-def observe(path: Path, device: str, limits, warm=None):
-    """Check the file, then run it under observation. A file that cannot run gives a report that says why
-    (``ran`` is False), so that every caller, ``--json`` included, can tell what happened."""
+def observe(path: Path, device: str, limits, warm=None, nproc: int = 1):
+    """Check the file, then run it under observation (as ``nproc`` ranks when more than one). A file that cannot
+    run gives a report that says why (``ran`` is False), so that every caller, ``--json`` included, can tell what
+    happened."""
     from checker.preflight import Unusable, preflight
     from checker.runner import run
     from checker.verdict import judge, unusable
@@ -60,7 +67,17 @@ def observe(path: Path, device: str, limits, warm=None):
         preflight(path)
     except Unusable as exc:
         return unusable(str(path), device, str(exc), exc.detail, exc.exit_code)
-    return judge(run(path, device, limits, warm=warm), str(path), device, limits)
+    return judge(run(path, device, limits, warm=warm, nproc=nproc), str(path), device, limits)
+
+
+def ranks_for(path: Path, nproc: int | None) -> int:
+    """How many ranks to run ``path`` as: ``--nproc`` when given, else what its kata was made for, else 1."""
+    if nproc is not None:
+        return nproc
+    from katas.workspace import read_metadata
+
+    info = read_metadata(path)
+    return info.nproc if info is not None else 1
 
 
 def refuse(report) -> None:

@@ -13,6 +13,7 @@ import click
 from katas.catalogue import DIFFICULTIES
 from katas.commands.common import (
     EXIT_CODES,
+    LAUNCHED,
     KataError,
     limits_of,
     observe,
@@ -96,7 +97,7 @@ def interview(out: Path, n_bugs: int, difficulty: str | None, seed: int | None, 
               help="Where to write the Markdown report (default: KEY/report.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print only a versioned JSON grade.")
 def grade(task_dir: Path, key_dir: Path | None, device: str, timeout: float, idle: float, memory: float | None,
-          report_path: Path | None, as_json: bool) -> None:
+          nproc: int | None, report_path: Path | None, as_json: bool) -> None:
     """Grade an interview task: which planted bugs are fixed, what new symptoms appeared, time taken.
 
     Runs the checker on TASK_DIR/candidate/train.py (see `kata check`) and reads
@@ -111,12 +112,13 @@ def grade(task_dir: Path, key_dir: Path | None, device: str, timeout: float, idl
     try:
         if not script.is_file():
             raise KataError(f"no candidate script at {script}")
-        load_key(key_dir)
+        key = load_key(key_dir)
     except (KataError, BadKey) as exc:
         if as_json:
             click.echo(json.dumps({"schema": SCHEMA, "error": str(exc), "exit_code": KataError.exit_code}, indent=2))
         raise KataError(str(exc)) from None
-    result = grade_task(script, key_dir, observe(script, device, limits_of(timeout, idle, memory)))
+    ranks = nproc or LAUNCHED.get(key.get("reference"), 1)
+    result = grade_task(script, key_dir, observe(script, device, limits_of(timeout, idle, memory), nproc=ranks))
     report_path = report_path or key_dir / "report.md"
     write_text_atomically(report_path, markdown(result))
     if as_json:

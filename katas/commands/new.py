@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Iterator
 import click
 
 from katas.commands.common import (
+    LAUNCHED,
     KataError,
     limits_of,
     observe,
@@ -58,7 +59,7 @@ def complete_reference(ctx, param, incomplete: str) -> list[str]:
 @run_options
 def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bool, seed: int | None,
         folder: Path | None, number: int | None, force: bool, no_verify: bool, device: str, timeout: float,
-        idle: float, memory: float | None) -> None:
+        idle: float, memory: float | None, nproc: int | None) -> None:
     """Plant a known bug in a correct training script and write it as DIR/NN.py.
 
     The script is first disguised (unless --plain), then the bug is planted by a
@@ -100,10 +101,12 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bo
     options = applicable(bugs, scripts, seed)
     order = [next(options)] if bug_id and not source_path and not ref else seeded_order(list(options), seed)
     bug, start = first_fit(order, seed, plain)
+    ranks = nproc or LAUNCHED.get(start.label, 1)
     if source_path and not no_verify:
         limits = limits_of(timeout, idle, memory)
-        start, baseline = settled(start, seed, device, limits)
-        bug, mutation = plant_verified([b for b, _ in order], start, baseline, seed, not bug_id, device, limits)
+        start, baseline = settled(start, seed, device, limits, ranks)
+        bug, mutation = plant_verified([b for b, _ in order], start, baseline, seed, not bug_id, device, limits,
+                                       ranks)
     else:
         mutation = inject(bug, start.ctx, seed, start.path.name)
     if number is None:
@@ -112,7 +115,7 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bo
     else:
         target = folder / f"{number:02d}.py"
         backup = replace_with_backup(target, mutation.source)
-    write_metadata(target, KataInfo(ENGINE_VERSION, bug.id, mutation.site, start.label, seed, start.plain))
+    write_metadata(target, KataInfo(ENGINE_VERSION, bug.id, mutation.site, start.label, seed, start.plain, ranks))
 
     from rich.padding import Padding
 
@@ -130,6 +133,9 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bo
                       "Verified: `kata check` sees the bug's symptom in it.")
     console.print("\n[bold]What you would observe[/]")
     console.print(Padding(bug.observe, (0, 0, 1, 2), expand=False))
+    if ranks > 1:
+        console.print(f"It runs as {ranks} processes ([bold]torchrun --standalone --nproc-per-node {ranks} {target}[/]); "
+                      "`kata check` launches it that way.")
     console.print(f"Find the cause and fix it in {target}, then check your fix:")
     console.print(Padding(f"[bold]kata check {shlex.quote(str(target))}[/]", (0, 0, 0, 2), expand=False))
     where = dir_flag(folder)
@@ -235,14 +241,15 @@ def seeded_order(options: list, seed: int) -> list:
     return [first, *rest]
 
 
-def settled(start: Start, seed: int, device: str, limits) -> tuple[Start, Report]:
+def settled(start: Start, seed: int, device: str, limits, nproc: int = 1) -> tuple[Start, Report]:
     """The script to plant into, and `kata check`'s report on it before any bug: the disguise, unless it
     changed what the script does (then your script's own text, and `kata new` says so)."""
     name = start.path.name
     click.echo(f"Checking {name} as it is ...", err=True)
-    report = checked(start.path, device, limits) if start.plain else checked_text(start.text, name, device, limits)
+    report = checked(start.path, device, limits, nproc) if start.plain else \
+        checked_text(start.text, name, device, limits, nproc)
     if not start.plain and report.verdict != "pass":
-        original = checked(start.path, device, limits)
+        original = checked(start.path, device, limits, nproc)
         if original.verdict in ("pass", "fail") and symptoms(original) != symptoms(report):
             click.echo(f"Kept {name}'s own text: disguising it changed what it does.", err=True)
             return read_start(start.path, start.label, seed, plain=True), original
@@ -256,7 +263,8 @@ def symptoms(report: Report) -> tuple[str, set[str]]:
     return report.verdict, {f.probe for f in report.findings if f.flagged}
 
 
-def plant_verified(bugs: list[Bug], start: Start, baseline, seed: int, at_random: bool, device: str, limits):
+def plant_verified(bugs: list[Bug], start: Start, baseline, seed: int, at_random: bool, device: str, limits,
+                   nproc: int = 1):
     """(bug, mutation) for the first of ``bugs`` with a site in ``start``, and the first of its sites in the seed's
     order, where `kata check` sees the bug's symptom; planted in a temporary copy."""
     from katas.engine.inject import inject, ordered_sites
@@ -275,7 +283,7 @@ def plant_verified(bugs: list[Bug], start: Start, baseline, seed: int, at_random
         for i, site in enumerate(sites, 1):
             click.echo(f"Checking that the bug shows when {name} runs (site {i} of {len(sites)}) ...", err=True)
             mutation = inject(bug, start.ctx, seed, name, site.id)
-            report = checked_text(mutation.source, name, device, limits)
+            report = checked_text(mutation.source, name, device, limits, nproc)
             if bug.status(report.statuses()) == "still present":
                 return bug, mutation
         if not at_random:
@@ -287,21 +295,21 @@ def plant_verified(bugs: list[Bug], start: Start, baseline, seed: int, at_random
                     "kata check; pick one with --bug to see why, or use --no-verify")
 
 
-def checked(path: Path, device: str, limits):
+def checked(path: Path, device: str, limits, nproc: int = 1):
     """`kata check`'s report on ``path``, run in a separate process; Ctrl-C ends `kata new` too."""
-    report = observe(path, device, limits)
+    report = observe(path, device, limits, nproc=nproc)
     if report.verdict == "interrupted":
         click.echo(f"Interrupted: {report.problem}", err=True)
         sys.exit(report.exit_code)
     return report
 
 
-def checked_text(text: str, name: str, device: str, limits):
+def checked_text(text: str, name: str, device: str, limits, nproc: int = 1):
     """`kata check`'s report on ``text``, run as ``name`` from a temporary folder."""
     with tempfile.TemporaryDirectory(prefix="kata-new-") as scratch:
         copy = Path(scratch) / name
         copy.write_text(text)
-        return checked(copy, device, limits)
+        return checked(copy, device, limits, nproc)
 
 
 def symptom(bug, report) -> str:

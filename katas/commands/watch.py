@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from katas.commands.common import KataError, limits_of, run_options
+from katas.commands.common import KataError, limits_of, ranks_for, run_options
 from katas.commands.learner import DIR_OPTION, KATA_ARGUMENT, kata_path
 
 READY = "watching for changes (Ctrl-C to stop)"
@@ -50,11 +50,12 @@ def start_watching(target: Path, poll: bool, kata: str) -> queue.Queue:
 @DIR_OPTION
 @run_options
 def watch(kata: str, poll: bool, folder: Path | None, device: str, timeout: float, idle: float,
-          memory: float | None) -> None:
+          memory: float | None, nproc: int | None) -> None:
     """Check KATA (03, or any script's path) now and again after every save.
 
     Each re-check forks from a process that already imported torch, so it costs
-    about the script's own run time. Output is plain when not in a terminal.
+    about the script's own run time (a distributed script, --nproc, starts
+    under PyTorch's launcher every time). Output is plain when not in a terminal.
     """
     from checker.preflight import Unusable, preflight
     from checker.runner import child_env, run
@@ -68,7 +69,8 @@ def watch(kata: str, poll: bool, folder: Path | None, device: str, timeout: floa
     if not path.is_file():
         raise KataError(f"no such script: {path}")
     limits, console = limits_of(timeout, idle, memory), make_console()
-    server = WarmServer(child_env())
+    ranks = ranks_for(path, nproc)
+    server = WarmServer(child_env()) if ranks == 1 else None
 
     def check_once() -> bool:
         """Check and report; False once the user interrupted."""
@@ -78,7 +80,7 @@ def watch(kata: str, poll: bool, folder: Path | None, device: str, timeout: floa
         except Unusable as exc:
             console.print(f"[red]{exc}[/]" + (f"\n{exc.detail}" if exc.detail else ""))
         else:
-            report = judge(run(path, device, limits, warm=server), str(path), device, limits)
+            report = judge(run(path, device, limits, warm=server, nproc=ranks), str(path), device, limits)
             if report.verdict == "interrupted":
                 return False
             injected = record_kata(path, report)
@@ -101,5 +103,6 @@ def watch(kata: str, poll: bool, folder: Path | None, device: str, timeout: floa
     except KeyboardInterrupt:
         pass
     finally:
-        server.close()
+        if server is not None:
+            server.close()
     console.print("Stopped watching.")

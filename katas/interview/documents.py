@@ -5,6 +5,7 @@ import difflib
 import hashlib
 
 from katas import __version__
+from katas.catalogue import run_command
 from katas.engine.inject import ENGINE_VERSION
 from katas.interview.task import Planted, Task
 
@@ -28,7 +29,7 @@ ready to explain what caused it and how you found it.
 
 Run it:
 
-    python {SCRIPT}                 # add --device cuda on a machine with a GPU
+    {run_command(task.reference, SCRIPT):<30}  # add --device cuda on a machine with a GPU
 
 Check it (exit status 0 when no symptom is left and the script still trains):
 

@@ -1,0 +1,196 @@
+"""Distributed runs: every rank observed, ranks compared, and a failing or hanging rank named, with nothing left."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import ROOT, child_env
+
+from checker.facts import RunFacts
+from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS
+from checker.probes import rank_params, rank_shards, rank_streams, rank_writes, reported_metric
+from katas.cli import main
+
+FAULTY = '''\
+import os, subprocess, sys, time
+from pathlib import Path
+import torch, torch.distributed as dist, torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel
+
+FAULT = "{fault}"
+pids = Path(__file__).with_suffix(".pids")
+with open(pids, "a") as f:
+    f.write(f"{{os.getpid()}}\\n")
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(rank)
+model = DistributedDataParallel(nn.Linear(4, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(64, 4), torch.randint(2, (64,))
+for step in range(20):
+    if step == 10 and rank == 1:
+        if FAULT == "raise":
+            raise RuntimeError("rank one gives up")
+        if FAULT == "exit":
+            sys.exit(0)
+        if FAULT == "crash":
+            os._exit(7)
+        if FAULT == "hang":
+            dist.barrier()
+    if step == 10 and rank == 0 and FAULT == "hang":
+        time.sleep(600)
+    opt.zero_grad()
+    nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+if FAULT == "child" and rank == 1:
+    child = subprocess.Popen(["sleep", "301"])
+    with open(pids, "a") as f:
+        f.write(f"{{child.pid}}\\n")
+dist.destroy_process_group()
+'''
+
+
+def faulty(tmp_path: Path, fault: str) -> Path:
+    path = tmp_path / f"{fault}.py"
+    path.write_text(FAULTY.format(fault=fault))
+    return path
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def started(path: Path) -> list[int]:
+    return [int(line) for line in path.with_suffix(".pids").read_text().split()]
+
+
+# -- faults, through the CLI ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("fault", "problem"), [
+    ("raise", "rank 1 raised RuntimeError: rank one gives up; then rank 0 "),
+    ("exit", "rank 1 exited (sys.exit) while the other ranks were still training; then rank 0 "),
+    ("crash", "rank 1 ended without the checker's record (os._exit, a signal or a crash?); then rank 0 "),
+])
+def test_a_failing_rank_is_named_first_and_nothing_is_left_running(tmp_path, fault, problem):
+    script = faulty(tmp_path, fault)
+    result = CliRunner().invoke(main, ["check", "--nproc", "2", "--json", str(script)])
+    report = json.loads(result.output)
+    assert (result.exit_code, report["verdict"], report["nproc"]) == (3, "script-failed", 2)
+    assert report["problem"].startswith(problem), report["problem"]
+    assert len(started(script)) == 2 and not any(map(alive, started(script)))
+
+
+def test_a_rank_stuck_in_a_collective_is_reported_with_where_it_waits(tmp_path):
+    script = faulty(tmp_path, "hang")
+    result = CliRunner().invoke(main, ["check", "--nproc", "2", "--idle", "5", "--json", str(script)])
+    report = json.loads(result.output)
+    assert (result.exit_code, report["verdict"]) == (4, "timeout")
+    assert "rank 1 was waiting in torch.distributed.barrier" in report["problem"], report["problem"]
+    assert "rank 0 was still running" in report["problem"]
+    assert not any(map(alive, started(script)))
+
+
+def test_under_torchrun_a_process_a_rank_left_is_named_with_its_rank_and_ended(tmp_path):
+    """The real launcher (a subprocess `kata check`): the run passes, and the rank's leftover is reported."""
+    script = faulty(tmp_path, "child")
+    done = subprocess.run([sys.executable, "-m", "katas", "check", "--nproc", "2", "--json", str(script)],
+                          capture_output=True, text=True, env=child_env(), cwd=ROOT, timeout=240)
+    report = json.loads(done.stdout)
+    assert (done.returncode, report["verdict"], report["nproc"]) == (0, "pass", 2), report["problem"]
+    assert report["notes"] == ["rank 1 left a process running (sleep 301); the checker ended it"]
+    assert len(started(script)) == 3 and not any(map(alive, started(script)))
+
+
+def test_a_distributed_script_run_as_one_process_is_told_to_use_nproc(tmp_path):
+    result = CliRunner().invoke(main, ["check", "--json", str(faulty(tmp_path, "none"))])
+    report = json.loads(result.output)
+    assert result.exit_code == 3 and report["problem"].endswith("check it with --nproc N"), report["problem"]
+
+
+# -- the cross-rank judges, on observations made up for the purpose -----------------------------------------------
+
+FACTS = [RunFacts(rank=0, world=2), RunFacts(rank=1, world=2)]
+
+
+def test_rank_params_fails_on_replicas_that_drift_and_passes_equal_ones():
+    equal = rank_params.Observation([1.0, 4.0], [[1, 1.5, 5.0], [2, 1.7, 5.5]], 2)
+    drift = rank_params.Observation([1.0, 4.0], [[1, 1.5, 5.0], [2, 1.8, 5.6]], 2)
+    assert rank_params.judge_ranks([equal, equal], FACTS).status == PASS
+    finding = rank_params.judge_ranks([equal, drift], FACTS)
+    assert finding.status == FAIL and "after update 2 rank 1's differ" in finding.message
+    sharded = rank_params.Observation([2.0, 9.0], [[1, 1.5, 5.0]], 1)
+    assert rank_params.judge_ranks([equal, sharded], FACTS).status == NOT_APPLICABLE
+    assert rank_params.judge(equal, FACTS[0]).status == NOT_APPLICABLE
+
+
+def shard(indices: list[int], size: int = 100) -> dict:
+    return {"dataset": "TensorDataset", "size": size, "indices": indices}
+
+
+def test_rank_shards_fails_on_overlap_and_on_repeated_epochs():
+    evens, odds = list(range(0, 100, 2)), list(range(1, 100, 2))
+    split = [rank_shards.Observation([shard(evens), shard(odds[::-1])], True),
+             rank_shards.Observation([shard(odds), shard(evens[::-1])], True)]
+    assert rank_shards.judge_ranks(split, FACTS).status == PASS
+    whole = [rank_shards.Observation([shard(list(range(100)))], True)] * 2
+    finding = rank_shards.judge_ranks(whole, FACTS)
+    assert finding.status == FAIL and "100 of the 100 samples" in finding.message
+    padded = [rank_shards.Observation([shard(list(range(0, 50)) + [0], 101)], True),
+              rank_shards.Observation([shard(list(range(50, 101)), 101)], True)]
+    assert rank_shards.judge_ranks(padded, FACTS).status == PASS  # a sampler's padding is not an overlap
+    fixed = [rank_shards.Observation([shard(evens), shard(evens)], True),
+             rank_shards.Observation([shard(odds), shard(odds)], True)]
+    finding = rank_shards.judge_ranks(fixed, FACTS)
+    assert finding.status == FAIL and "same order, in all 2 training passes" in finding.message
+    assert rank_shards.judge_ranks([rank_shards.Observation(), rank_shards.Observation()], FACTS).status == NOT_APPLICABLE
+
+
+def test_rank_writes_fails_when_two_ranks_write_one_file():
+    guarded = [rank_writes.Observation({"ckpt.pt": 1}), rank_writes.Observation()]
+    per_rank = [rank_writes.Observation({"ckpt-0.pt": 1}), rank_writes.Observation({"ckpt-1.pt": 1})]
+    assert rank_writes.judge_ranks(guarded, FACTS).status == PASS
+    assert rank_writes.judge_ranks(per_rank, FACTS).status == PASS
+    finding = rank_writes.judge_ranks([rank_writes.Observation({"ckpt.pt": 1})] * 2, FACTS)
+    assert finding.status == FAIL and finding.message.startswith("ckpt.pt was written by 2 ranks (0, 1)")
+    assert rank_writes.judge_ranks([rank_writes.Observation()] * 2, FACTS).status == NOT_APPLICABLE
+
+
+def streams(*states: dict, orders=(1, 2)) -> rank_streams.Observation:
+    return rank_streams.Observation([[i + 1, s] for i, s in enumerate(states)], list(orders))
+
+
+def test_rank_streams_fails_on_one_stream_shared_by_ranks_whose_data_differ():
+    own = [streams({"g": "a1"}, {"g": "a2"}), streams({"g": "b1"}, {"g": "b2"}, orders=(3, 4))]
+    assert rank_streams.judge_ranks(own, FACTS).status == PASS
+    shared = [streams({"g": "a1"}, {"g": "a2"}), streams({"g": "a1"}, {"g": "a2"}, orders=(3, 4))]
+    finding = rank_streams.judge_ranks(shared, FACTS)
+    assert finding.status == FAIL and finding.message.startswith("g held the same state on all 2 ranks")
+    same_data = [streams({"g": "a1"}, {"g": "a2"})] * 2
+    assert rank_streams.judge_ranks(same_data, FACTS).status == CANNOT_TELL
+    unused = [streams({"g": "a1"}, {"g": "a1"}), streams({"g": "a1"}, {"g": "a1"}, orders=(3, 4))]
+    assert rank_streams.judge_ranks(unused, FACTS).status == NOT_APPLICABLE  # never drawn during training
+
+
+def metric_report(text: str, value: float, correct: int, total: int) -> dict:
+    return {"text": text, "readings": [{"label": "acc", "text": f"{value}", "values": [[value, 0.0005]],
+                                        "best": False}],
+            "candidates": [{"what": "evaluation", "accuracy": correct / total, "correct": correct, "total": total}],
+            "clean": True, "earlier": [], "blocks": [0]}
+
+
+def test_a_printed_accuracy_is_judged_over_every_rank_s_evaluation():
+    def rank0(value: float) -> reported_metric.Observation:
+        return reported_metric.Observation([metric_report(f"acc {value}", value, 230, 256)], 2, prints=1,
+                                           blocks=[{"correct": 230, "total": 256}])
+
+    rank1 = reported_metric.Observation([], 2, blocks=[{"correct": 250, "total": 256}])
+    assert reported_metric.judge_ranks([rank0(0.9375), rank1], FACTS).status == PASS  # 480 of 512
+    finding = reported_metric.judge_ranks([rank0(0.8984), rank1], FACTS)  # rank 0's own shard: 230 of 256
+    assert finding.status == FAIL and "rank 0's own shard's (230 of 256 samples)" in finding.message
