@@ -13,8 +13,9 @@ import runpy
 import sys
 import time
 import traceback
+from typing import Callable
 
-from checker import record
+from checker import ranks, record
 
 HEARTBEAT = "heartbeat"
 _kept: list[dict] = []
@@ -69,6 +70,14 @@ def check(script: str, device: str, channel_dir: str, key: str) -> None:
     if device == "cuda" and not torch.cuda.is_available():
         record.write(channel_dir, {"schema": record.SCHEMA, "complete": True, "outcome": {"status": "no-cuda"}}, key)
         return
+    if not ranks.launched():  # ranks this process starts itself (torch.multiprocessing.spawn) are observed too
+        ranks.observe_spawned(device, channel_dir, key)
+    observe(lambda: run_script(script, device), device, channel_dir, key)
+
+
+def observe(run: Callable[[], dict], device: str, channel_dir: str, key: str) -> dict:
+    """Install the observers, ``run()`` (which returns the outcome), and write the signed record."""
+    import torch
 
     from checker.instrument import Instrumentation
     from checker.probes import PROBES
@@ -83,7 +92,7 @@ def check(script: str, device: str, channel_dir: str, key: str) -> None:
             session.errors[probe.ID] = f"{type(exc).__name__}: {exc}"
     instrumentation = Instrumentation(session)
     instrumentation.install()
-    outcome = run_script(script, device)
+    outcome = run()
     session.script_globals = _kept[-1] if _kept else {}
     try:
         session.finish()
@@ -105,6 +114,7 @@ def check(script: str, device: str, channel_dir: str, key: str) -> None:
         "facts": session.summary(instrumentation.tampering()).to_json(),
         "observations": observations,
     }, key)
+    return outcome
 
 
 def main() -> None:

@@ -16,8 +16,10 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 
 KEY, STOPPED, COLLECTIVE = "key", "stopped", "collective"
+SPAWNED = "KATA_SPAWNED_RANK"  # set in a rank the checked script started itself
 
 
 def rank_dir(channel: str, rank: int) -> str:
@@ -70,7 +72,63 @@ def main() -> None:
 
 def launched() -> bool:
     """Whether this process was started as one rank of a distributed job (a launcher set its rank)."""
-    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+    return ("RANK" in os.environ and "WORLD_SIZE" in os.environ) or SPAWNED in os.environ
+
+
+def observe_spawned(device: str, channel: str, key: str) -> None:
+    """Observe the processes the script starts with ``torch.multiprocessing.spawn`` / ``start_processes`` (in a
+    fresh interpreter: the ``spawn`` and ``forkserver`` methods) as ranks: each writes ``rank-I`` of the channel."""
+    import torch.multiprocessing
+
+    spawning = sys.modules["torch.multiprocessing.spawn"]  # the module: the package's `spawn` is its function
+    original = spawning.start_processes
+
+    def start_processes(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):
+        if start_method != "fork":
+            fn = SpawnedRank(fn, device, channel, key)
+        return original(fn, args, nprocs, join, daemon, start_method)
+
+    spawning.start_processes = torch.multiprocessing.start_processes = start_processes
+
+
+class SpawnedRank:
+    """A process function the checked script hands to ``torch.multiprocessing.spawn``, observed in the child.
+
+    Pickled with the function to the new interpreter, it installs the observers there, calls the function
+    as the script asked, writes the rank's record, and lets the function's exception (if any) go on to the
+    parent, as it would have."""
+
+    def __init__(self, fn, device: str, channel: str, key: str):
+        self.fn, self.device, self.channel, self.key = fn, device, channel, key
+
+    def __call__(self, index: int, *args) -> None:
+        from checker import harness
+
+        os.environ[SPAWNED] = str(index)
+        os.environ["KATA_DEVICE"] = self.device
+        own = rank_dir(self.channel, index)
+        os.makedirs(own, exist_ok=True)
+        raised: list[BaseException] = []
+
+        def run() -> dict:
+            try:
+                self.fn(index, *args)
+                outcome = {"status": "finished", "code": 0}
+            except SystemExit as exc:
+                raised.append(exc)
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+                outcome = {"status": "finished" if code == 0 else "exit", "code": code, "exit_called": True}
+            except BaseException as exc:  # noqa: BLE001 - recorded, then raised again below
+                raised.append(exc)
+                source = getattr(getattr(self.fn, "__code__", None), "co_filename", "")
+                outcome = {"status": "exception", "error": f"{type(exc).__name__}: {exc}",
+                           "traceback": harness.script_traceback(exc, source)}
+            outcome["ended_at"] = time.time()
+            return outcome
+
+        harness.observe(run, self.device, own, self.key)
+        if raised:
+            raise raised[0]
 
 
 def sampled(ordinal: int) -> bool:

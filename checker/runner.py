@@ -52,6 +52,7 @@ class Run:
     ranks: list[RankRun] = field(default_factory=list)  # a distributed run's ranks, in rank order (else empty)
     left_running: list[tuple[int | None, str]] = field(default_factory=list)  # (rank, command) of processes a
     # distributed run's ranks left behind after their launcher ended
+    launched: bool = False  # the ranks were started by a launcher (no process of the script's own above them)
 
 
 @dataclass
@@ -157,8 +158,10 @@ def run(script: Path, device: str = "cpu", limits: Limits = Limits(), warm=None,
         reader.join(5)
     try:
         found, forged = record.read(channel, key)
+        spawned = collect_ranks(channel, [key] * len(rank_dirs(channel)))
         return Run(found, child.returncode if child else None, ended, reader.tail, reader.truncated,
-                   str(reader.log_path), time.monotonic() - started, forged, leftovers)
+                   str(reader.log_path), time.monotonic() - started, forged or any(r.forged for r in spawned),
+                   leftovers, spawned)
     finally:
         shutil.rmtree(channel, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)
@@ -178,7 +181,7 @@ def run_ranks(script: Path, device: str, limits: Limits, nproc: int, warm=None) 
     reader = OutputReader(fifo, script.stem)
     reader.start()
     started = time.monotonic()
-    launcher, collectives, left = None, {}, []
+    launcher, left = None, []
     dirs = [rank_dir(channel, rank) for rank in range(nproc)]
     for folder in dirs:
         os.makedirs(folder)
@@ -187,7 +190,6 @@ def run_ranks(script: Path, device: str, limits: Limits, nproc: int, warm=None) 
         launcher = launch(str(script.resolve()), device, channel, scratch, fifo, keys, token)
         members = (lambda: processes.tagged(token)) if warm is None else None
         ended = watch(launcher, channel, reader, limits, started, dirs, members)
-        collectives = {rank: _read(os.path.join(d, COLLECTIVE)) for rank, d in enumerate(dirs)}
         if ended == "exited" and warm is None and launcher.wait(SHUTDOWN_GRACE):
             # the ranks ended on their own: what is still there, they left behind
             left = processes.described(processes.tagged(token))
@@ -202,16 +204,32 @@ def run_ranks(script: Path, device: str, limits: Limits, nproc: int, warm=None) 
                 pass
         reader.join(5)
     try:
-        ranks = []
-        for rank, (folder, key) in enumerate(zip(dirs, keys)):
-            found, forged = record.read(folder, key)
-            ranks.append(RankRun(rank, found, forged, _read(os.path.join(folder, STOPPED)), collectives.get(rank, "")))
+        ranks = collect_ranks(channel, keys)
         return Run(None, launcher.returncode if launcher else None, ended, reader.tail, reader.truncated,
                    str(reader.log_path), time.monotonic() - started, any(r.forged for r in ranks), leftovers, ranks,
-                   left)
+                   left, launched=True)
     finally:
         shutil.rmtree(channel, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def rank_dirs(channel: str) -> list[str]:
+    """The channel folders ranks wrote to, in rank order (those of ranks the script started itself included)."""
+    try:
+        found = [name for name in os.listdir(channel) if name.startswith("rank-") and name[5:].isdigit()]
+    except OSError:
+        return []
+    return [os.path.join(channel, name) for name in sorted(found, key=lambda name: int(name[5:]))]
+
+
+def collect_ranks(channel: str, keys: list[str]) -> list[RankRun]:
+    """What each rank left in the channel: its record (checked against its key), a stop, the collective it was in."""
+    ranks = []
+    for folder, key in zip(rank_dirs(channel), keys):
+        found, forged = record.read(folder, key)
+        ranks.append(RankRun(int(os.path.basename(folder)[5:]), found, forged, _read(os.path.join(folder, STOPPED)),
+                             _read(os.path.join(folder, COLLECTIVE))))
+    return ranks
 
 
 def _read(path: str) -> str:
@@ -235,11 +253,14 @@ def watch(child, channel: str, reader: OutputReader, limits: Limits, started: fl
     heartbeats = [os.path.join(folder, HEARTBEAT) for folder in folders]
     written = [os.path.join(folder, record.RECORD) for folder in folders]
     members = members or (lambda: processes.group_members(child.pid))
-    next_memory_check = 0.0
+    next_memory_check = next_listing = 0.0
     while not child.wait(POLL) and not all(os.path.exists(path) for path in written):
         now = time.monotonic()
         if now - started > limits.timeout:
             return "timeout"
+        if ranks is None and now >= next_listing:  # ranks the script starts itself beat in their own folders
+            next_listing = now + 0.5
+            heartbeats = [os.path.join(folder, HEARTBEAT) for folder in [channel, *rank_dirs(channel)]]
         beat = max([started] + [time.monotonic() - (time.time() - mtime) for mtime in map(_mtime, heartbeats) if mtime])
         if now - max(beat, reader.last_output, started) > limits.idle:
             return "idle"

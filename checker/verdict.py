@@ -94,7 +94,7 @@ def judge(run: Run, script: str, device: str, limits: Limits) -> Report:
     if problem:
         return _set(report, *problem)
     if run.ranks:
-        return _judge_ranks(report, run.ranks)
+        return _judge_ranks(report, run.ranks, run.record)
     outcome = run.record["outcome"]
     failure = _failure(outcome, "the script")
     if failure:
@@ -142,12 +142,17 @@ def _unobserved(probe, record: dict, facts: RunFacts) -> Finding | None:
 SEVERITY = {ERROR: 5, FAIL: 4, ADVICE: 3, CANNOT_TELL: 2, PASS: 1, NOT_APPLICABLE: 0}
 
 
-def _judge_ranks(report: Report, ranks: list[RankRun]) -> Report:
-    """Every rank judged on its own (a finding names the ranks it comes from) and the ranks compared."""
+def _judge_ranks(report: Report, ranks: list[RankRun], parent: dict | None = None) -> Report:
+    """Every rank judged on its own (a finding names the ranks it comes from) and the ranks compared.
+
+    ``parent``: the record of the process that started the ranks itself (``torch.multiprocessing.spawn``)."""
     failure = _rank_failure(ranks)
     if failure:
         report.detail = failure[3]
         return _set(report, *failure[:3])
+    if parent is not None and _failure(parent["outcome"], "the script"):
+        report.detail = parent["outcome"].get("traceback", "")
+        return _set(report, *_failure(parent["outcome"], "the script"))
     facts = [RunFacts.from_json(r.record["facts"]) for r in ranks]
     idle = [r.rank for r, f in zip(ranks, facts) if not f.backwards and not f.updates]
     if idle:
@@ -244,7 +249,7 @@ def _run_problem(run: Run, limits: Limits) -> tuple[str, int, str] | None:
     if run.forged:
         return "script-failed", EXIT_SCRIPT_FAILED, (
             "the result record was not written by the checker (its signature does not match): not trusted")
-    if run.ranks:
+    if run.launched:  # the launcher's ranks: each has its own record
         return None
     if run.record is None:
         if run.returncode is not None and run.returncode < 0:

@@ -135,8 +135,10 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
                 f"{d['items']} items")
         return Finding(ID, TITLE, FAIL, f"{d['repeated']} of {d['compared']} epochs repeated", "0",
                        f"{seen}: its sampler ({d['sampler']}) yields one fixed order, so every epoch replays the same "
-                       "batches in the same sequence. Shuffle the training data anew each epoch (shuffle=True, "
-                       "a RandomSampler, or a sampler that draws a new permutation per epoch)",
+                       "batches in the same sequence. " + ("A DistributedSampler draws a new permutation only when told "
+                       "the epoch: call sampler.set_epoch(epoch) before each epoch" if d["sampler"] == "DistributedSampler"
+                       else "Shuffle the training data anew each epoch (shuffle=True, a RandomSampler, or a sampler "
+                       "that draws a new permutation per epoch)"),
                        observed=seen)
     mixed = [d for d in datasets if d["repeated"]]
     short = [d for d in datasets if not d["compared"]]
