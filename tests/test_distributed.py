@@ -194,3 +194,50 @@ def test_a_printed_accuracy_is_judged_over_every_rank_s_evaluation():
     assert reported_metric.judge_ranks([rank0(0.9375), rank1], FACTS).status == PASS  # 480 of 512
     finding = reported_metric.judge_ranks([rank0(0.8984), rank1], FACTS)  # rank 0's own shard: 230 of 256
     assert finding.status == FAIL and "rank 0's own shard's (230 of 256 samples)" in finding.message
+
+
+SPAWNED = '''\
+import socket
+import torch, torch.distributed as dist, torch.multiprocessing as mp, torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+
+def worker(rank, world, port):
+    store = dist.TCPStore("127.0.0.1", port, world, rank == 0)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
+    torch.manual_seed(rank)
+    x = torch.randn(512, 8, generator=torch.Generator().manual_seed(0))
+    data = TensorDataset(x, (x[:, 0] > 0).long())
+    sampler = DistributedSampler(data, num_replicas=world, rank=rank)
+    loader = DataLoader(data, batch_size=32, sampler=sampler)
+    model = DistributedDataParallel(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.1), nn.Linear(16, 2)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(3):
+        model.train()
+        for xb, yb in loader:
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb).backward()
+            opt.step()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(worker, args=(2, port), nprocs=2)
+'''
+
+
+def test_ranks_a_script_spawns_itself_are_observed_and_compared(tmp_path):
+    """mp.spawn with an explicit TCPStore on the loopback, set_epoch forgotten: each spawned rank is observed."""
+    script = tmp_path / "spawned.py"
+    script.write_text(SPAWNED)
+    result = CliRunner().invoke(main, ["check", "--json", str(script)])
+    report = json.loads(result.output)
+    assert (result.exit_code, report["nproc"]) == (1, 2), report["problem"]
+    failed = {p["probe"] for p in report["probes"] if p["status"] in (FAIL, "error")}
+    assert failed == {"epoch-order", "rank-shards"}, report["probes"]
+    judged = {p["probe"]: p["status"] for p in report["probes"]}
+    assert judged["rank-params"] == judged["rank-streams"] == PASS
