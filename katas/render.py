@@ -140,7 +140,8 @@ INJECTED = {"fixed": "green", "still present": "bold red", "cannot tell": "yello
 
 def show(report: Report, console: Console, command: str, injected: str | None = None, verbose: bool = False) -> None:
     level = report.disclosure
-    console.print(f"[bold]kata check[/] {escape(report.script)}  [dim]({report.device}, {report.seconds:.1f} s)[/]")
+    ranks = f", {report.nproc} ranks" if report.nproc > 1 else ""
+    console.print(f"[bold]kata check[/] {escape(report.script)}  [dim]({report.device}{ranks}, {report.seconds:.1f} s)[/]")
     if injected:
         console.print(f"injected bug: [{INJECTED[injected]}]{injected}[/]")
     if report.findings:
@@ -154,6 +155,8 @@ def show(report: Report, console: Console, command: str, injected: str | None = 
     if report.verdict in ("script-failed", "timeout", "interrupted") and report.output.strip():
         console.print("[dim]last lines the script printed:[/]")
         console.print(Text("\n".join(report.output.rstrip().splitlines()[-15:]), style="dim"))
+    for note in report.notes:
+        console.print(f"[yellow]{escape(note)}[/]")
     if report.output_truncated:
         console.print(f"[dim]output truncated, full log at {escape(report.log_path)}[/]")
     if level == SYMPTOMS and report.findings:

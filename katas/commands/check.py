@@ -53,7 +53,8 @@ def check(path: Path, device: str, timeout: float, idle: float, memory: float | 
     else:
         from katas.render import make_console, show
 
-        show(report, make_console(), f"kata check {shlex.quote(str(path))}", injected, verbose)
+        again = f"kata check --nproc {nproc} " if nproc else "kata check "
+        show(report, make_console(), again + shlex.quote(str(path)), injected, verbose)
     sys.exit(report.exit_code)
 
 
