@@ -17,6 +17,15 @@ applied ``.grad`` must equal it within 1e-4 relative. Measured: relative error
 loss not divided (the applied gradient is K times the mean); 0 against 3.0 for
 K = 4 (SGD fixtures); 0 against 1.0 on the nanoGPT-style corpus script.
 
+In data-parallel training (DDP) the applied ``.grad`` is the mean over ranks of each
+rank's accumulated gradient, so a rank alone cannot judge it: each rank records,
+per sampled update, the applied and its own expected gradient projected on 8
+random directions (the same on every rank; the first 65,536 gradient elements),
+and the ranks are judged together: where the applied projections agree across
+ranks (gradients synchronised), the expected mean is the mean over ranks of their
+expected projections; where they differ (no synchronisation), each rank's own
+comparison stands.
+
 Only the K-times mismatch fails. ``p.grad /= K`` before the step passes (the mean
 is what is applied); dividing the learning rate instead fails (the gradient is
 still K times the mean; Adam ignores the scale). Cannot tell when the
@@ -38,12 +47,14 @@ from dataclasses import dataclass, field
 from checker.events import Event
 from checker.facts import RunFacts
 from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
+from checker.ranks import launched
 
 ID = "accum-mean"
 TITLE = "accumulated gradient is the micro-batch mean"
 SYMPTOM_ID, SYMPTOM = "update-size", "size of each update against its micro-batches"
 RTOL = 1e-4
 SAMPLED = 6  # accumulated updates compared
+PROJECTIONS, HEAD, SEED = 8, 65536, 20240917  # directions and gradient elements projected in a distributed run
 
 
 @dataclass
@@ -53,6 +64,8 @@ class Observation:
     ratios: list[float] = field(default_factory=list)  # |applied| / |expected mean|, per judged update
     errors: list[float] = field(default_factory=list)  # |applied - expected| / |expected|
     undetermined: list[str] = field(default_factory=list)  # why an update could not be judged
+    projections: list[list[float]] = field(default_factory=list)  # in a distributed run, per judged update: the
+    # applied gradient's projections on PROJECTIONS random directions, then the expected mean's
 
 
 class Observer:
@@ -196,11 +209,52 @@ class Observer:
                 else:
                     obs.ratios.append(float(a.norm()) / norm)
                     obs.errors.append(float((a - e).norm()) / norm)
+                    if launched():
+                        obs.projections.append(project(a) + project(e))
                     return
         obs.undetermined.append(why)
 
     def summary(self) -> Observation:
         return self.obs
+
+
+def project(vector) -> list[float]:
+    """``vector``'s first HEAD elements projected on PROJECTIONS random directions, the same in every process."""
+    import torch
+
+    head = vector[:HEAD].double().cpu()
+    directions = torch.randn(PROJECTIONS, len(head), generator=torch.Generator().manual_seed(SEED), dtype=torch.float64)
+    return (directions @ head).tolist()
+
+
+def judge_ranks(observations: list[Observation], facts: list[RunFacts]) -> Finding:
+    """The ranks together: where the applied gradient is the same on every rank (synchronised), the expected mean
+    is the mean over ranks of their own expected means; elsewhere each rank's own comparison stands."""
+    import math
+
+    first = observations[0]
+    aligned = all(len(o.projections) == len(o.ratios) == len(first.ratios) for o in observations)
+    if not aligned or not first.projections:
+        worst = max(observations, key=lambda o: (bool(o.accumulated), max(o.errors, default=0.0)))
+        return judge(worst, facts[0])
+    merged = Observation(first.accumulated, first.micro_batches, [], [], list(first.undetermined))
+    for j in range(len(first.ratios)):
+        rows = [o.projections[j] for o in observations]
+        applied = rows[0][:PROJECTIONS]
+        if all(max(abs(x - y) for x, y in zip(row[:PROJECTIONS], applied)) <= 1e-6 * (1 + max(map(abs, applied)))
+               for row in rows):
+            expected = [sum(row[PROJECTIONS + i] for row in rows) / len(rows) for i in range(PROJECTIONS)]
+            norm = math.sqrt(sum(x * x for x in expected))
+            if norm == 0:
+                merged.undetermined.append("the expected gradient is zero")
+                continue
+            merged.ratios.append(math.sqrt(sum(x * x for x in applied)) / norm)
+            merged.errors.append(math.sqrt(sum((x - y) ** 2 for x, y in zip(applied, expected))) / norm)
+        else:  # not synchronised: each rank applied its own gradient, judged as in one process
+            k = max(range(len(observations)), key=lambda r: observations[r].errors[j])
+            merged.ratios.append(observations[k].ratios[j])
+            merged.errors.append(observations[k].errors[j])
+    return judge(merged, facts[0])
 
 
 def judge(obs: Observation, facts: RunFacts) -> Finding:

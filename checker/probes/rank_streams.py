@@ -144,8 +144,8 @@ def judge_ranks(observations: list[Observation], facts: list[RunFacts]) -> Findi
     text = (f"{shared[0]} held the same state on all {len(observations)} ranks after each of {len(common)} updates: "
             "every rank drew the same random numbers")
     if not all(orders) or len({tuple(o) for o in orders}) == 1:
-        why = (f"{text}, but whether the ranks' data differ was not seen (no training DataLoader, or the same samples "
-               "on every rank)")
+        why = (f"{text}, but the ranks also trained on the same samples in the same order (rank-shards judges that)"
+               if all(orders) else f"{text}, but whether the ranks' data differ was not seen (no training DataLoader)")
         return Finding(ID, TITLE, CANNOT_TELL, f"{len(shared)} of {len(streams)} streams shared", "0", why)
     return Finding(ID, TITLE, FAIL, f"{len(shared)} of {len(streams)} streams shared", "0",
                    f"{text} while their data differ: the same noise and dropout masks on every rank. Seed each rank's "
