@@ -9,7 +9,8 @@ each epoch is then ``world`` epochs' worth of the same samples, averaged.
 
 Observed. In each rank, the indices every training DataLoader's sampler drew in
 each trained pass (as :mod:`checker.probes.epoch_order` defines them), in order,
-kept in full (up to 200,000 per pass, 8 passes). The i-th training pass of each
+kept in full (up to 200,000 per pass, 8 passes), mapped through any ``Subset`` to the
+dataset it reads (each rank's ``Subset`` of one dataset is a shard of it). The i-th training pass of each
 rank over a dataset of the same class and size is compared with the others'.
 
 Rule. The probe fails when, in some pass, more distinct indices were drawn by two
@@ -62,14 +63,29 @@ class Observer:
             loader = p.ref() if p.loader in train and p.ref is not None else None
             if loader is None or p.order is None or p.order.drawn is None or not (p.index in trained or p.updates):
                 continue
+            dataset, indices = underlying(loader.dataset, p.order.drawn)
             try:
-                size = len(loader.dataset)
+                size = len(dataset)
             except TypeError:
                 continue
-            passes.append({"dataset": type(loader.dataset).__name__, "size": size, "indices": p.order.drawn})
+            passes.append({"dataset": type(dataset).__name__, "size": size, "indices": indices})
             if len(passes) == MAX_PASSES:
                 break
         return Observation(passes, bool(train))
+
+
+def underlying(dataset, indices: list) -> tuple:
+    """The dataset a chain of ``Subset`` s reads, and ``indices`` mapped into it: each rank's own ``Subset`` of one
+    dataset is a shard of that dataset."""
+    from torch.utils.data import Subset
+
+    while isinstance(dataset, Subset):
+        try:
+            indices = [dataset.indices[i] for i in indices]
+        except (IndexError, TypeError):
+            break
+        dataset = dataset.dataset
+    return dataset, [int(i) if hasattr(i, "__index__") else i for i in indices]
 
 
 def judge(obs: Observation, facts: RunFacts) -> Finding:

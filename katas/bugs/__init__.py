@@ -8,6 +8,12 @@ from katas.bugs import (
     causal_mask,
     clip_order,
     data_inplace,
+    ddp_metric,
+    ddp_module,
+    ddp_no_sampler,
+    ddp_rank_seed,
+    ddp_save,
+    ddp_set_epoch,
     decay_norm,
     detach,
     eval_mode,
@@ -47,7 +53,8 @@ BUGS: dict[str, Bug] = {
                    functional_dropout, worker_seed, clip_order, metric_count, orphan_params, data_inplace,
                    shape_broadcast, no_shuffle, label_shift, frozen, raw_inputs, decay_norm, pad_loss, pad_pool, key_mask,
                    view_transpose, pad_global, no_grouping, accum_scale, accum_sched, unscale_clip, resume_state,
-                   causal_mask, no_shift, untied, bptt_leak)
+                   causal_mask, no_shift, untied, bptt_leak, ddp_set_epoch, ddp_no_sampler, ddp_metric, ddp_module,
+                   ddp_save, ddp_rank_seed)
 }
 
 

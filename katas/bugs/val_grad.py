@@ -82,6 +82,11 @@ def without_with(ctx: Context, node: cst.With) -> cst.Module:
     if items:
         items[-1] = items[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         return rewrite(ctx.module, {node: lambda w: w.with_changes(items=items)})
+    return body_in_place(ctx, node)
+
+
+def body_in_place(ctx: Context, node: cst.With | cst.If) -> cst.Module:
+    """Put ``node``'s body in its place, dedented, keeping the comments above ``node`` and in its body."""
     body = node.body
     if isinstance(body, cst.IndentedBlock):
         statements, footer = list(body.body), list(body.footer)

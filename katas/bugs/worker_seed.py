@@ -88,7 +88,7 @@ def name_counts(module: cst.Module) -> dict[str, int]:
 def drop_unused_imports(before: cst.Module, after: cst.Module) -> cst.Module:
     """Remove ``from x import name`` entries that the edit from ``before`` to ``after`` left unused."""
     was, now = name_counts(before), name_counts(after)
-    orphaned = {name for name, count in now.items() if count == 1 and was[name] > 1}
+    orphaned = {name for name, count in now.items() if count == 1 and was.get(name, 0) > 1}
 
     class Dropper(cst.CSTTransformer):
         def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom):

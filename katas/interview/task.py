@@ -48,6 +48,12 @@ CONFLICTS |= {frozenset({"pad-pool", "key-mask"})}  # one probe (pad-invariance)
 # a clip moved after the step leaves no clip before it to compare with.
 CONFLICTS |= {frozenset({"no-step", other}) for other in ("accum-scale", "accum-sched", "unscale-clip", "resume-state")}
 CONFLICTS |= {frozenset({"zero-grad", "accum-scale"}), frozenset({"clip-order", "unscale-clip"})}
+# Data parallel. Without an update there are no replicas to compare and no stream drawn during training to judge;
+# ranks that train on the same samples may draw the same random numbers; a loader without the DistributedSampler
+# leaves no set_epoch to forget; and pairs that one probe sees.
+CONFLICTS |= {frozenset({"no-step", other}) for other in ("ddp-module", "ddp-rank-seed")}
+CONFLICTS |= {frozenset({"ddp-no-sampler", other}) for other in ("ddp-rank-seed", "ddp-set-epoch")}
+CONFLICTS |= {frozenset({"ddp-metric", "metric-count"}), frozenset({"ddp-set-epoch", "no-shuffle"})}
 
 
 class TaskError(ValueError):
