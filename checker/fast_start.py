@@ -60,6 +60,15 @@ class _StandIn(types.ModuleType):
         return importlib.import_module(NAME)
 
 
+def load() -> None:
+    """Load the real module now (a warm server pays for it once, for every check it forks)."""
+    module = sys.modules.get(NAME)
+    if isinstance(module, _StandIn):
+        module._load()
+    elif module is None:
+        importlib.import_module(NAME)
+
+
 def install() -> None:
     """Put the stand-in in place; call before the first `import torch`."""
     if NAME not in sys.modules:

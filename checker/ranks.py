@@ -47,11 +47,12 @@ def observe_rank(script: str, device: str, own: str, key: str) -> None:
 
 def launcher_environment(rank: int, world: int, port: int) -> dict[str, str]:
     """What ``torchrun --standalone --nproc-per-node WORLD`` puts in a worker's environment, for ranks forked
-    without it (the warm checker): rank 0 then hosts the rendezvous store on ``port`` of the loopback."""
+    without it (the warm checker), whose rendezvous store listens on ``port`` of the loopback."""
     return {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world),
             "GROUP_RANK": "0", "ROLE_RANK": str(rank), "ROLE_NAME": "default", "ROLE_WORLD_SIZE": str(world),
             "GROUP_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
             "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0", "TORCHELASTIC_RUN_ID": "kata",
+            "TORCHELASTIC_USE_AGENT_STORE": "True",
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
 
 

@@ -22,7 +22,6 @@ import json
 import os
 import select
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -113,10 +112,8 @@ def run_ranks(request: dict) -> int:
 
     Returns the exit status, in the leader and in each rank (whose caller exits with it)."""
     isolate(request)
-    with socket.socket() as probe:  # a free port of the loopback for rank 0's rendezvous store
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     world, started = len(request["keys"]), {}
+    store, port = rendezvous_store(world)
     for rank, key in enumerate(request["keys"]):
         pid = os.fork()
         if pid == 0:
@@ -130,7 +127,33 @@ def run_ranks(request: dict) -> int:
                 traceback.print_exc()
                 return 1
         started[pid] = rank
-    return lead(started)
+    try:
+        return lead(started)
+    finally:
+        os.kill(store, signal.SIGKILL)
+        os.waitpid(store, 0)
+
+
+def rendezvous_store(world: int) -> tuple[int, int]:
+    """(pid, port) of a process holding the run's rendezvous store on the loopback, listening before any rank
+    starts, as PyTorch's launcher holds one (a rank that hosted it would make the others retry for a second).
+    Its own process, so that this one forks the ranks without the store's threads."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            from torch.distributed import TCPStore
+
+            store = TCPStore("127.0.0.1", 0, world, is_master=True, wait_for_workers=False)
+            os.write(write, str(store.port).encode())
+            os.close(write)
+            signal.pause()
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as answer:
+        return pid, int(answer.read())
 
 
 def lead(started: dict[int, int], grace: float = 5.0) -> int:
@@ -165,10 +188,16 @@ def end_orphans() -> None:
 
 
 def preload() -> None:
-    """Import what common scripts make torch import lazily, once for all the checks this server forks: the
+    """Import what scripts make torch import lazily, once for all the checks this server forks: the
     symbolic-shapes module (and sympy) that ``nn.MultiheadAttention`` loads to check a key padding mask (0.6 s
-    per check otherwise). It leaves dynamo deferred, so nothing a script does changes."""
+    per check otherwise), and dynamo itself, which ``init_process_group`` and ``DistributedDataParallel`` load
+    (1.5 s per rank otherwise). A cold check defers dynamo (:mod:`checker.fast_start`) because it may never be
+    needed; here it is loaded once, and a script runs the same eager code either way."""
     import torch.fx.experimental.symbolic_shapes  # noqa: F401
+
+    from checker import fast_start
+
+    fast_start.load()
 
 
 def serve() -> None:

@@ -43,10 +43,11 @@ def warm_server():
 
 
 def ranks_of(path: Path) -> int:
-    """How many ranks a test script runs as: 2 for a script that joins a process group from the launcher's
-    environment (``init_process_group`` without an explicit rank), else 1."""
+    """How many ranks a test script runs as: 2 for a script that joins a process group without starting its
+    own ranks (``torch.multiprocessing.spawn``), as under ``torchrun --nproc-per-node 2``; else 1."""
     text = path.read_text()
-    return 2 if "init_process_group" in text and "rank=" not in text else 1
+    return 2 if "init_process_group" in text and not any(f"{start}(" in text for start in ("spawn", "start_processes")) \
+        else 1
 
 
 def check(path: Path, device: str = "cpu", timeout: float = 120) -> Report:

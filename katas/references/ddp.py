@@ -71,7 +71,7 @@ def evaluate(model, loader, device) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", help="cpu or cuda (default: $KATA_DEVICE, else cpu)")
-    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     cuda = (args.device or os.environ.get("KATA_DEVICE", "cpu")) == "cuda"
@@ -82,7 +82,7 @@ def main() -> None:
     device = torch.device(f"cuda:{local_rank}" if cuda else "cpu")
 
     torch.manual_seed(args.seed + rank)  # each rank its own dropout masks; DDP copies rank 0's initial weights
-    train_set, val_set = make_data(2048, seed=1), make_data(512, seed=2)
+    train_set, val_set = make_data(1024, seed=1), make_data(512, seed=2)
     sampler = DistributedSampler(train_set, shuffle=True, seed=args.seed)
     train_loader = DataLoader(train_set, batch_size=64, sampler=sampler, drop_last=True)
     val_loader = DataLoader(val_set, batch_size=128, sampler=DistributedSampler(val_set, shuffle=False))
