@@ -61,7 +61,7 @@ def noise_scale(batch_x: torch.Tensor, generator: torch.Generator, scale: float 
 def cli_main() -> None:
     arg_parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     arg_parser.add_argument("--device", help="cpu or cuda (default: $KATA_DEVICE, else cpu)")
-    arg_parser.add_argument("--epochs", type=int, default=4)
+    arg_parser.add_argument("--epochs", type=int, default=3)
     arg_parser.add_argument("--seed", type=int, default=0)
     common = arg_parser.parse_args()
     cuda = (common.device or os.environ.get("KATA_DEVICE", "cpu")) == "cuda"
@@ -72,7 +72,7 @@ def cli_main() -> None:
     target_device = torch.device(f"cuda:{local_rank}" if cuda else "cpu")
 
     torch.manual_seed(common.seed + rank)
-    train_data = sample_points(2048, random_seed=1)
+    train_data = sample_points(1024, random_seed=1)
     val_data = sample_points(512, random_seed=2)
     batch_sampler = DistributedSampler(train_data, shuffle=True, seed=common.seed)
     training_data = DataLoader(train_data, batch_size=64, sampler=batch_sampler, drop_last=True)

@@ -35,7 +35,7 @@ def train_epoch(network, batches, optim_, generator, dev) -> None:
 def entry() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", help="cpu or cuda (default: $KATA_DEVICE, else cpu)")
-    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     shared = ap.parse_args()
     cuda = (shared.device or os.environ.get("KATA_DEVICE", "cpu")) == "cuda"
@@ -47,7 +47,7 @@ def entry() -> None:
     where = torch.device(f"cuda:{local_rank}" if cuda else "cpu")
 
     torch.manual_seed(shared.seed + rank)
-    train_data = make_dataset(2048, s=1)
+    train_data = make_dataset(1024, s=1)
     val_data = make_dataset(512, s=2)
     grouper = DistributedSampler(train_data, shuffle=True, seed=shared.seed)
     train_dl = DataLoader(train_data, batch_size=64, shuffle=True, drop_last=True)

@@ -50,7 +50,7 @@ def eval_model(learner, batches, dev) -> float:
 def cli_main() -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("--device", help="cpu or cuda (default: $KATA_DEVICE, else cpu)")
-    cli.add_argument("--epochs", type=int, default=4)
+    cli.add_argument("--epochs", type=int, default=3)
     cli.add_argument("--seed", type=int, default=0)
     data_args = cli.parse_args()
     cuda = (data_args.device or os.environ.get("KATA_DEVICE", "cpu")) == "cuda"
@@ -62,7 +62,7 @@ def cli_main() -> None:
     target_device = torch.device(f"cuda:{local_rank}" if cuda else "cpu")
 
     torch.manual_seed(data_args.seed + rank)
-    training_set = make_dataset(2048, s=1)
+    training_set = make_dataset(1024, s=1)
     valid_set = make_dataset(512, s=2)
     batch_sampler = DistributedSampler(training_set, shuffle=True, seed=data_args.seed)
     training_data = DataLoader(training_set, batch_size=64, sampler=batch_sampler, drop_last=True)

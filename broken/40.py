@@ -20,7 +20,7 @@ def noise_scale(xb: torch.Tensor, generator: torch.Generator, scale: float = 0.2
 def cli_main() -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("--device", help="cpu or cuda (default: $KATA_DEVICE, else cpu)")
-    cli.add_argument("--epochs", type=int, default=4)
+    cli.add_argument("--epochs", type=int, default=3)
     cli.add_argument("--seed", type=int, default=0)
     shared = cli.parse_args()
     cuda = (shared.device or os.environ.get("KATA_DEVICE", "cpu")) == "cuda"
@@ -31,7 +31,7 @@ def cli_main() -> None:
     dev = torch.device(f"cuda:{local_rank}" if cuda else "cpu")
 
     torch.manual_seed(shared.seed + rank)
-    train_ds = sample_points(2048, s=1)
+    train_ds = sample_points(1024, s=1)
     valid_set = sample_points(512, s=2)
     batch_sampler = DistributedSampler(train_ds, shuffle=True, seed=shared.seed)
     train_dl = DataLoader(train_ds, batch_size=64, sampler=batch_sampler, drop_last=True)

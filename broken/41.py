@@ -61,7 +61,7 @@ class BranchNet(nn.Module):
 def cli_main() -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("--device", help="cpu or cuda (default: $KATA_DEVICE, else cpu)")
-    cli.add_argument("--epochs", type=int, default=4)
+    cli.add_argument("--epochs", type=int, default=3)
     cli.add_argument("--seed", type=int, default=0)
     common = cli.parse_args()
     cuda = (common.device or os.environ.get("KATA_DEVICE", "cpu")) == "cuda"
@@ -73,7 +73,7 @@ def cli_main() -> None:
     dev = torch.device(f"cuda:{local_rank}" if cuda else "cpu")
 
     torch.manual_seed(common.seed + rank)
-    train_data = synth_data(2048, rng_seed=1)
+    train_data = synth_data(1024, rng_seed=1)
     val_ds = synth_data(512, rng_seed=2)
     batch_sampler = DistributedSampler(train_data, shuffle=True, seed=common.seed)
     train_dl = DataLoader(train_data, batch_size=64, sampler=batch_sampler, drop_last=True)

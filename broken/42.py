@@ -16,7 +16,7 @@ DIM = 16
 def run() -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("--device", help="cpu or cuda (default: $KATA_DEVICE, else cpu)")
-    cli.add_argument("--epochs", type=int, default=4)
+    cli.add_argument("--epochs", type=int, default=3)
     cli.add_argument("--seed", type=int, default=0)
     common = cli.parse_args()
     cuda = (common.device or os.environ.get("KATA_DEVICE", "cpu")) == "cuda"
@@ -28,7 +28,7 @@ def run() -> None:
     dev = torch.device(f"cuda:{local_rank}" if cuda else "cpu")
 
     torch.manual_seed(common.seed + rank)
-    training_set = synth_data(2048, random_seed=1)
+    training_set = synth_data(1024, random_seed=1)
     valid_set = synth_data(512, random_seed=2)
     batch_sampler = DistributedSampler(training_set, shuffle=True, seed=common.seed)
     train_batches = DataLoader(training_set, batch_size=64, sampler=batch_sampler, drop_last=True)
