@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -241,3 +242,50 @@ def test_ranks_a_script_spawns_itself_are_observed_and_compared(tmp_path):
     assert failed == {"epoch-order", "rank-shards"}, report["probes"]
     judged = {p["probe"]: p["status"] for p in report["probes"]}
     assert judged["rank-params"] == judged["rank-streams"] == PASS
+
+
+# -- katas and interview tasks made from the data-parallel reference -----------------------------------------------
+
+def test_a_ddp_kata_is_checked_as_two_ranks_without_being_told(tmp_path):
+    made = CliRunner().invoke(main, ["new", "--ref", "ddp", "--bug", "ddp-set-epoch", "--seed", "4",
+                                     "--dir", str(tmp_path)])
+    assert made.exit_code == 0 and "torchrun --standalone --nproc-per-node 2" in made.output, made.output
+    result = CliRunner().invoke(main, ["check", "--json", str(tmp_path / "01.py")])
+    report = json.loads(result.output)
+    assert (result.exit_code, report["nproc"], report["kata"]["injected_bug"]) == (1, 2, "still present")
+    flagged = {p["symptom"] for p in report["probes"] if p["status"] == FAIL}
+    assert flagged == {"batch-order", "rank-samples"}, report["probes"]  # symptoms only: no probe ids, no causes
+
+
+def test_a_ddp_interview_task_is_briefed_for_torchrun_and_graded_as_two_ranks(tmp_path):
+    out = tmp_path / "task"
+    made = CliRunner().invoke(main, ["interview", "--ref", "ddp", "--bugs", "2", "--seed", "3", "--out", str(out)])
+    assert made.exit_code == 0, made.output
+    assert "torchrun --standalone --nproc-per-node 2 train.py" in (out / "candidate" / "README.md").read_text()
+    (out / "candidate" / "train.py").write_text((out / "key" / "solution.py").read_text())
+    graded = CliRunner().invoke(main, ["grade", "--json", str(out)])
+    doc = json.loads(graded.output)
+    assert graded.exit_code == 0 and doc["fixed"] == 2, doc
+
+
+def test_watch_rechecks_a_ddp_kata_as_two_ranks(tmp_path):
+    assert CliRunner().invoke(main, ["new", "--ref", "ddp", "--bug", "ddp-save", "--seed", "2",
+                                     "--dir", str(tmp_path / "broken")]).exit_code == 0
+    watch = subprocess.Popen([sys.executable, "-m", "katas", "watch", "01"], cwd=tmp_path, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**child_env(), "NO_COLOR": "1"})
+    lines: list[str] = []
+
+    def until(words: str) -> None:
+        while words not in (line := watch.stdout.readline()):
+            assert line, "".join(lines[-20:])
+            lines.append(line)
+
+    try:
+        until("watching for changes")
+        assert any("2 ranks" in line for line in lines) and any("still present" in line for line in lines)
+        (tmp_path / "broken" / "01.py").write_text((ROOT / "reference" / "ddp.py").read_text())
+        until("watching for changes")
+        assert any("injected bug: fixed" in line for line in lines), "".join(lines[-20:])
+    finally:
+        watch.send_signal(signal.SIGINT)
+        watch.communicate(timeout=30)

@@ -54,8 +54,9 @@ def watch(kata: str, poll: bool, folder: Path | None, device: str, timeout: floa
     """Check KATA (03, or any script's path) now and again after every save.
 
     Each re-check forks from a process that already imported torch, so it costs
-    about the script's own run time (a distributed script, --nproc, starts
-    under PyTorch's launcher every time). Output is plain when not in a terminal.
+    about the script's own run time (a distributed script's ranks, --nproc, are
+    forked with the environment PyTorch's launcher gives them). Output is plain
+    when not in a terminal.
     """
     from checker.preflight import Unusable, preflight
     from checker.runner import child_env, run
@@ -70,7 +71,7 @@ def watch(kata: str, poll: bool, folder: Path | None, device: str, timeout: floa
         raise KataError(f"no such script: {path}")
     limits, console = limits_of(timeout, idle, memory), make_console()
     ranks = ranks_for(path, nproc)
-    server = WarmServer(child_env()) if ranks == 1 else None
+    server = WarmServer(child_env())
 
     def check_once() -> bool:
         """Check and report; False once the user interrupted."""
@@ -103,6 +104,5 @@ def watch(kata: str, poll: bool, folder: Path | None, device: str, timeout: floa
     except KeyboardInterrupt:
         pass
     finally:
-        if server is not None:
-            server.close()
+        server.close()
     console.print("Stopped watching.")
