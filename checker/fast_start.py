@@ -3,9 +3,13 @@
 Every `torch.optim` step runs `import torch._dynamo; torch._dynamo.graph_break()`,
 which costs more than importing torch itself, although in eager mode both calls
 do nothing. Before torch is imported, the checked process puts a stand-in module
-under that name. It answers the two eager-mode calls (`graph_break`, `disable`)
-the way the real module does outside compilation, and on any other use it loads
-the real module and steps aside, so `torch.compile` works as usual.
+under that name. It answers the eager-mode calls the way the real module does
+outside compilation: `graph_break` and `disable` (optimizers), and the two that
+`torch.distributed` makes of a process that never compiled (`init_process_group`
+clears dynamo's trace-rule caches, which do not exist yet; `DistributedDataParallel`
+asks for the DDP optimisation mode, the default until dynamo's config is touched).
+On any other use it loads the real module and steps aside, so `torch.compile` (and
+a script that sets dynamo's config) works as usual.
 """
 from __future__ import annotations
 
@@ -38,7 +42,23 @@ class _DeferredDisable:
         return self.disabled(*args, **kwargs)
 
 
+class _Part:
+    """A submodule of the stand-in: ``answers`` until dynamo is loaded, the real submodule's attributes otherwise."""
+
+    def __init__(self, name: str, answers: dict[str, Callable]):
+        self._name, self._answers = name, answers
+
+    def __getattr__(self, attr: str) -> Any:
+        if _real() is None and attr in self._answers:
+            return self._answers[attr]
+        return getattr(importlib.import_module(f"{NAME}.{self._name}"), attr)
+
+
 class _StandIn(types.ModuleType):
+    # `optimize_ddp = True` in dynamo's config; `_use_python_reducer` is False in eager DDP
+    utils = _Part("utils", {"get_optimize_ddp_mode": lambda: "ddp_optimizer"})
+    trace_rules = _Part("trace_rules", {"clear_lru_cache": lambda: None})  # nothing cached before dynamo loads
+
     def graph_break(self, *args: Any, **kwargs: Any) -> None:
         real = _real()
         if real is not None:

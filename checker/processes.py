@@ -40,6 +40,18 @@ def children(pid: int) -> list[int]:
     return _with_stat_field(1, pid)
 
 
+def running(pids: list[int]) -> list[int]:
+    """Those of ``pids`` that are still running (not ended, not zombies waiting for their parent)."""
+    found = []
+    for pid in pids:
+        try:
+            if (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                found.append(pid)
+        except (OSError, IndexError):
+            continue
+    return found
+
+
 def tagged(token: str) -> list[int]:
     """Processes (other than this one) whose environment carries the run's token."""
     needle = f"{TOKEN_VARIABLE}={token}".encode()

@@ -190,9 +190,8 @@ def run_ranks(script: Path, device: str, limits: Limits, nproc: int, warm=None) 
         launcher = launch(str(script.resolve()), device, channel, scratch, fifo, keys, token)
         members = (lambda: processes.tagged(token)) if warm is None else None
         ended = watch(launcher, channel, reader, limits, started, dirs, members)
-        if ended == "exited" and warm is None and launcher.wait(SHUTDOWN_GRACE):
-            # the ranks ended on their own: what is still there, they left behind
-            left = processes.described(processes.tagged(token))
+        if ended == "exited" and warm is None:
+            left = left_behind(launcher, token)
     except KeyboardInterrupt:
         ended = "interrupted"
     finally:
@@ -230,6 +229,17 @@ def collect_ranks(channel: str, keys: list[str]) -> list[RankRun]:
         ranks.append(RankRun(int(os.path.basename(folder)[5:]), found, forged, _read(os.path.join(folder, STOPPED)),
                              _read(os.path.join(folder, COLLECTIVE))))
     return ranks
+
+
+def left_behind(launcher: Launcher, token: str) -> list[tuple[int | None, str]]:
+    """Once every rank wrote its record: wait (at most SHUTDOWN_GRACE) for the rank processes to end, and name
+    what they left running. The launcher's own shutdown is not waited for: it is ended with the rest."""
+    deadline = time.monotonic() + SHUTDOWN_GRACE
+    while processes.running(processes.children(launcher.pid)) and not launcher.wait(0):
+        if time.monotonic() > deadline:
+            return []  # a rank still shutting down: what it would leave cannot be told
+        time.sleep(POLL)
+    return processes.described([pid for pid in processes.tagged(token) if pid != launcher.pid])
 
 
 def _read(path: str) -> str:

@@ -289,3 +289,30 @@ def test_watch_rechecks_a_ddp_kata_as_two_ranks(tmp_path):
     finally:
         watch.send_signal(signal.SIGINT)
         watch.communicate(timeout=30)
+
+
+def test_a_checked_rank_joins_a_group_and_wraps_ddp_without_loading_dynamo(tmp_path):
+    """The checked process defers dynamo (checker/fast_start.py): eager DDP must not load it, and a script that
+    touches dynamo's config gets the real module, whose answers then count."""
+    probe = """
+import os, sys
+from checker import fast_start
+fast_start.install()
+import torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[1])
+dist.init_process_group("gloo", rank=0, world_size=1)
+model = DistributedDataParallel(torch.nn.Linear(2, 2))
+deferred = type(sys.modules["torch._dynamo"]).__name__
+torch._dynamo.config.optimize_ddp = "no_optimization"
+print(deferred, model._use_python_reducer, torch._dynamo.utils.get_optimize_ddp_mode())
+dist.destroy_process_group()
+"""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = subprocess.run([sys.executable, "-c", probe, str(port)], capture_output=True, text=True, env=child_env(),
+                          cwd=tmp_path, timeout=120)
+    assert done.stdout.split() == ["_StandIn", "False", "no_optimization"], done.stderr

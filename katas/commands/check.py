@@ -9,11 +9,20 @@ from pathlib import Path
 
 import click
 
-from checker.verdict import DIAGNOSIS, EXIT_SYMPTOM, SYMPTOMS
 from katas.commands.common import EXIT_CODES, limits_of, observe, ranks_for, refuse, run_options
 
 
-@click.command(epilog=EXIT_CODES)
+class ProbeListingCommand(click.Command):
+    """A command whose help lists the probes, read only when the help is shown: `kata check` itself starts its
+    script before the probe modules are imported."""
+
+    def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        if self.help and "{probes}" in self.help:
+            self.help = self.help.replace("{probes}", probe_list())
+        super().format_help_text(ctx, formatter)
+
+
+@click.command(cls=ProbeListingCommand, epilog=EXIT_CODES)
 @click.argument("path", type=click.Path(path_type=Path))
 @run_options
 @click.option("--json", "as_json", is_flag=True, help="Print only a versioned JSON report (with every series), "
@@ -67,11 +76,10 @@ def probe_list() -> str:
     return "\n    ".join(textwrap.wrap(text, 66, break_on_hyphens=False))
 
 
-check.help = check.help.replace("{probes}", probe_list())
-
 
 def disclosure(path: Path, report, injected: str | None, diagnose: bool) -> str:
     """Symptoms only for an unsolved kata or an interview task's script, unless --diagnose; else the diagnosis."""
+    from checker.verdict import DIAGNOSIS, SYMPTOMS
     from katas.interview import marker
 
     if diagnose:
@@ -90,6 +98,7 @@ def record_kata(path: Path, report, diagnose: bool = False) -> str | None:
     observe (n/a) or cannot tell, a report without symptoms becomes a failing one that says so.
     With ``diagnose``, an unsolved kata is recorded as diagnosed (like a hint).
     """
+    from checker.verdict import EXIT_SYMPTOM
     from katas.bugs import BUGS
     from katas.engine.inject import ENGINE_VERSION
     from katas.state import Progress, record_check, updating

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import difflib
+import importlib
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -61,13 +63,26 @@ def observe(path: Path, device: str, limits, warm=None, nproc: int = 1):
     happened."""
     from checker.preflight import Unusable, preflight
     from checker.runner import run
-    from checker.verdict import judge, unusable
 
     try:
         preflight(path)
     except Unusable as exc:
+        from checker.verdict import unusable
+
         return unusable(str(path), device, str(exc), exc.detail, exc.exit_code)
-    return judge(run(path, device, limits, warm=warm, nproc=nproc), str(path), device, limits)
+    # The judges and the report's renderer load while the script runs, not before it starts.
+    loading = threading.Thread(target=_import, args=("checker.verdict", "katas.render"), daemon=True)
+    loading.start()
+    result = run(path, device, limits, warm=warm, nproc=nproc)
+    loading.join()
+    from checker.verdict import judge
+
+    return judge(result, str(path), device, limits)
+
+
+def _import(*modules: str) -> None:
+    for module in modules:
+        importlib.import_module(module)
 
 
 def ranks_for(path: Path, nproc: int | None) -> int:
