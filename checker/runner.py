@@ -127,23 +127,33 @@ def run(script: Path, device: str = "cpu", limits: Limits = Limits(), warm=None,
     """Run ``script`` under observation; never writes to the script's folder.
 
     ``warm`` (a ``checker.warm.WarmServer``) forks the run from a process that already imported torch.
-    ``nproc`` > 1 runs it as that many ranks of a distributed job (always cold: under PyTorch's launcher).
+    ``nproc`` > 1 runs it as that many ranks of a distributed job, each observed and signing its own record:
+    cold, under PyTorch's launcher; warm, forked with the environment the launcher would give them (processes
+    they leave are then ended by the warm server, unnamed).
     """
-    if nproc > 1:
-        return run_ranks(script, device, limits, nproc, warm)
     channel = tempfile.mkdtemp(prefix="kata-channel-")
     scratch = tempfile.mkdtemp(prefix="kata-run-")
     fifo = os.path.join(channel, "output")
     os.mkfifo(fifo)
-    key, token = secrets.token_hex(32), secrets.token_hex(8)
+    keys, token = [secrets.token_hex(32) for _ in range(nproc)], secrets.token_hex(8)
+    dirs = [rank_dir(channel, rank) for rank in range(nproc)] if nproc > 1 else None
+    for folder in dirs or []:
+        os.makedirs(folder)
     reader = OutputReader(fifo, script.stem)
     reader.start()
     started = time.monotonic()
-    child = None
+    child, left = None, []
     try:
-        launch = warm.start if warm is not None else ColdChild
-        child = launch(str(script.resolve()), device, channel, scratch, fifo, key, token)
-        ended = watch(child, channel, reader, limits, started)
+        if dirs:
+            launch = warm.start_ranks if warm is not None else Launcher
+            child = launch(str(script.resolve()), device, channel, scratch, fifo, keys, token)
+        else:
+            launch = warm.start if warm is not None else ColdChild
+            child = launch(str(script.resolve()), device, channel, scratch, fifo, keys[0], token)
+        members = (lambda: processes.tagged(token)) if dirs and warm is None else None
+        ended = watch(child, channel, reader, limits, started, dirs, members)
+        if dirs and ended == "exited" and warm is None:
+            left = left_behind(child, token)
     except KeyboardInterrupt:
         ended = "interrupted"
     finally:
@@ -152,61 +162,16 @@ def run(script: Path, device: str = "cpu", limits: Limits = Limits(), warm=None,
         leftovers = processes.end(child.pid, token if warm is None else None) if child is not None else 0
         if child is not None:
             child.wait(None)
-        if child is None:  # nothing ever opened the pipe: let the reader go
+        else:  # nothing ever opened the pipe: let the reader go
             with open(fifo, "wb"):
                 pass
         reader.join(5)
     try:
-        found, forged = record.read(channel, key)
-        spawned = collect_ranks(channel, [key] * len(rank_dirs(channel)))
+        found, forged = (None, False) if dirs else record.read(channel, keys[0])
+        ranks = collect_ranks(channel, keys if dirs else keys * len(rank_dirs(channel)))  # or those it spawned
         return Run(found, child.returncode if child else None, ended, reader.tail, reader.truncated,
-                   str(reader.log_path), time.monotonic() - started, forged or any(r.forged for r in spawned),
-                   leftovers, spawned)
-    finally:
-        shutil.rmtree(channel, ignore_errors=True)
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-def run_ranks(script: Path, device: str, limits: Limits, nproc: int, warm=None) -> Run:
-    """Run ``script`` as ``nproc`` ranks under PyTorch's launcher, each observed and signing its own record.
-
-    ``warm`` forks the ranks from a process that already imported torch, with the environment the launcher
-    would give them, instead (a watch loop, the test suite); processes they leave are then ended by the warm
-    server, unnamed."""
-    channel = tempfile.mkdtemp(prefix="kata-channel-")
-    scratch = tempfile.mkdtemp(prefix="kata-run-")
-    fifo = os.path.join(channel, "output")
-    os.mkfifo(fifo)
-    keys, token = [secrets.token_hex(32) for _ in range(nproc)], secrets.token_hex(8)
-    reader = OutputReader(fifo, script.stem)
-    reader.start()
-    started = time.monotonic()
-    launcher, left = None, []
-    dirs = [rank_dir(channel, rank) for rank in range(nproc)]
-    for folder in dirs:
-        os.makedirs(folder)
-    try:
-        launch = warm.start_ranks if warm is not None else Launcher
-        launcher = launch(str(script.resolve()), device, channel, scratch, fifo, keys, token)
-        members = (lambda: processes.tagged(token)) if warm is None else None
-        ended = watch(launcher, channel, reader, limits, started, dirs, members)
-        if ended == "exited" and warm is None:
-            left = left_behind(launcher, token)
-    except KeyboardInterrupt:
-        ended = "interrupted"
-    finally:
-        leftovers = processes.end(launcher.pid, token if warm is None else None) if launcher is not None else 0
-        if launcher is not None:
-            launcher.wait(None)
-        else:
-            with open(fifo, "wb"):
-                pass
-        reader.join(5)
-    try:
-        ranks = collect_ranks(channel, keys)
-        return Run(None, launcher.returncode if launcher else None, ended, reader.tail, reader.truncated,
-                   str(reader.log_path), time.monotonic() - started, any(r.forged for r in ranks), leftovers, ranks,
-                   left, launched=True)
+                   str(reader.log_path), time.monotonic() - started, forged or any(r.forged for r in ranks),
+                   leftovers, ranks, left, launched=bool(dirs))
     finally:
         shutil.rmtree(channel, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)

@@ -43,17 +43,16 @@ class WarmServer:
 
     def start(self, script: str, device: str, channel: str, scratch: str, fifo: str, key: str,
               token: str) -> "WarmChild":
-        request = {"script": script, "device": device, "channel": channel, "scratch": scratch, "fifo": fifo,
-                   "key": key}
-        self.proc.stdin.write((json.dumps(request) + "\n").encode())
-        self.proc.stdin.flush()
-        return WarmChild(self, json.loads(self.proc.stdout.readline())["pid"])
+        return self._request({"script": script, "device": device, "channel": channel, "scratch": scratch,
+                              "fifo": fifo, "key": key})
 
     def start_ranks(self, script: str, device: str, channel: str, scratch: str, fifo: str, keys: list[str],
                     token: str) -> "WarmChild":
         """A distributed run: one forked rank per key, led by the returned child."""
-        request = {"script": script, "device": device, "channel": channel, "scratch": scratch, "fifo": fifo,
-                   "keys": keys}
+        return self._request({"script": script, "device": device, "channel": channel, "scratch": scratch,
+                              "fifo": fifo, "keys": keys})
+
+    def _request(self, request: dict) -> "WarmChild":
         self.proc.stdin.write((json.dumps(request) + "\n").encode())
         self.proc.stdin.flush()
         return WarmChild(self, json.loads(self.proc.stdout.readline())["pid"])
