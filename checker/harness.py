@@ -63,16 +63,18 @@ def prepare() -> None:
     import checker.session  # noqa: F401
 
 
-def check(script: str, device: str, channel_dir: str, key: str) -> None:
-    """Observe one run of ``script`` in this process and write the signed record to ``channel_dir``."""
+def check(script: str, device: str, channel_dir: str, key: str) -> dict:
+    """Observe one run of ``script`` in this process and write the signed record to ``channel_dir``; returns how
+    the script ended."""
     import torch
 
     if device == "cuda" and not torch.cuda.is_available():
-        record.write(channel_dir, {"schema": record.SCHEMA, "complete": True, "outcome": {"status": "no-cuda"}}, key)
-        return
+        outcome = {"status": "no-cuda"}
+        record.write(channel_dir, {"schema": record.SCHEMA, "complete": True, "outcome": outcome}, key)
+        return outcome
     if not ranks.launched():  # ranks this process starts itself (torch.multiprocessing.spawn) are observed too
         ranks.observe_spawned(device, channel_dir, key)
-    observe(lambda: run_script(script, device), device, channel_dir, key)
+    return observe(lambda: run_script(script, device), device, channel_dir, key)
 
 
 def observe(run: Callable[[], dict], device: str, channel_dir: str, key: str) -> dict:

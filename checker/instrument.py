@@ -91,14 +91,16 @@ class Instrumentation:
         dist, session = torch.distributed, self.session
         original_init = dist.init_process_group
 
+        where = os.path.join(session.channel_dir, COLLECTIVE)
+
         @functools.wraps(original_init)
         def init_process_group(*args: Any, **kwargs: Any) -> Any:
-            result = original_init(*args, **kwargs)
+            result = waiting_in(original_init, "torch.distributed.init_process_group (the rendezvous)", where)(
+                *args, **kwargs)
             session.rank, session.world = dist.get_rank(), dist.get_world_size()
             return result
 
         self._patch(dist, "init_process_group", init_process_group)
-        where = os.path.join(session.channel_dir, COLLECTIVE)
         for name in COLLECTIVES:
             if callable(getattr(dist, name, None)):
                 self._patch(dist, name, waiting_in(getattr(dist, name), f"torch.distributed.{name}", where))

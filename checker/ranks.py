@@ -37,12 +37,15 @@ def _stopped(channel_dir: str):
     return handler
 
 
-def observe_rank(script: str, device: str, own: str, key: str) -> None:
-    """Observe this rank's run of the script (torch and the observers already imported)."""
+def observe_rank(script: str, device: str, own: str, key: str) -> int:
+    """Observe this rank's run of the script (torch and the observers already imported). Returns the exit status
+    the rank would have had on its own (1 when the script raised), so that the launcher, as without the checker,
+    stops the other ranks when one fails instead of leaving them waiting for it."""
     from checker import harness
 
     signal.signal(signal.SIGTERM, _stopped(own))
-    harness.check(script, device, own, key)
+    outcome = harness.check(script, device, own, key)
+    return {"exception": 1, "exit": outcome.get("code", 1)}.get(outcome["status"], 0)
 
 
 def launcher_environment(rank: int, world: int, port: int) -> dict[str, str]:
@@ -68,7 +71,7 @@ def main() -> None:
     from checker import harness
 
     harness.prepare()
-    observe_rank(script, device, own, key)
+    sys.exit(observe_rank(script, device, own, key))
 
 
 def launched() -> bool:

@@ -236,6 +236,15 @@ def _run_problem(run: Run, limits: Limits) -> tuple[str, int, str] | None:
     """How the run itself went wrong, if it did: (verdict, exit code, one line)."""
     if run.ended == "interrupted":
         return "interrupted", EXIT_INTERRUPTED, "interrupted: the script and everything it started were stopped"
+    failed = [r for r in run.ranks if r.record and _failure(r.record["outcome"], f"rank {r.rank}")]
+    if run.ended in ("timeout", "idle") and failed:  # a rank failed and the others waited for it: it comes first
+        first = min(failed, key=lambda r: r.record["outcome"].get("ended_at", 0.0))
+        waiting = [r for r in run.ranks if r.record is None]
+        problem = _failure(first.record["outcome"], f"rank {first.rank}")[2]
+        if waiting:
+            problem += "; " + _unfinished(Run(None, None, run.ended, "", False, "", 0.0, ranks=waiting))[2:] + \
+                       " until stopped"
+        return "script-failed", EXIT_SCRIPT_FAILED, problem
     if run.ended == "timeout":
         return "timeout", EXIT_TIMEOUT, f"the script did not finish within {limits.timeout:g} s (--timeout)" + \
             _unfinished(run)

@@ -118,8 +118,8 @@ def run_ranks(request: dict) -> int:
         if pid == 0:
             try:
                 os.environ.update(ranks.launcher_environment(rank, world, port))
-                ranks.observe_rank(request["script"], request["device"], ranks.rank_dir(request["channel"], rank), key)
-                return 0
+                return ranks.observe_rank(request["script"], request["device"],
+                                          ranks.rank_dir(request["channel"], rank), key)
             except BaseException:  # noqa: BLE001 - a failure of the checker itself: no record, reported as such
                 import traceback
 

@@ -26,6 +26,8 @@ FAULT = "{fault}"
 pids = Path(__file__).with_suffix(".pids")
 with open(pids, "a") as f:
     f.write(f"{{os.getpid()}}\\n")
+if FAULT == "early" and os.environ["RANK"] == "1":
+    raise RuntimeError("no data for this rank")
 dist.init_process_group("gloo")
 rank = dist.get_rank()
 torch.manual_seed(rank)
@@ -86,6 +88,16 @@ def test_a_failing_rank_is_named_first_and_nothing_is_left_running(tmp_path, fau
     assert (result.exit_code, report["verdict"], report["nproc"]) == (3, "script-failed", 2)
     assert report["problem"].startswith(problem), report["problem"]
     assert len(started(script)) == 2 and not any(map(alive, started(script)))
+
+
+def test_a_rank_that_fails_before_joining_is_named_and_the_waiting_rank_too(tmp_path):
+    script = faulty(tmp_path, "early")
+    result = CliRunner().invoke(main, ["check", "--nproc", "2", "--idle", "5", "--json", str(script)])
+    report = json.loads(result.output)
+    assert (result.exit_code, report["verdict"]) == (3, "script-failed"), report["problem"]
+    assert report["problem"].startswith("rank 1 raised RuntimeError: no data for this rank; "), report["problem"]
+    assert "rank 0 was " in report["problem"]
+    assert not any(map(alive, started(script)))
 
 
 def test_a_rank_stuck_in_a_collective_is_reported_with_where_it_waits(tmp_path):
@@ -316,3 +328,10 @@ dist.destroy_process_group()
     done = subprocess.run([sys.executable, "-c", probe, str(port)], capture_output=True, text=True, env=child_env(),
                           cwd=tmp_path, timeout=120)
     assert done.stdout.split() == ["_StandIn", "False", "no_optimization"], done.stderr
+
+
+def test_a_print_that_says_it_is_one_rank_s_accuracy_may_report_its_shard():
+    labelled = reported_metric.Observation([metric_report("rank 0 local acc 0.8984", 0.8984, 230, 256)], 2,
+                                           prints=1, blocks=[{"correct": 230, "total": 256}])
+    rank1 = reported_metric.Observation([], 2, blocks=[{"correct": 250, "total": 256}])
+    assert reported_metric.judge_ranks([labelled, rank1], FACTS).status == PASS

@@ -372,7 +372,8 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
 def judge_ranks(observations: list[Observation], facts: list[RunFacts]) -> Finding:
     """In a distributed run a printed accuracy must be that of the whole evaluation: each print's candidate is
     recomputed from the same evaluation (by order) of every rank that evaluated, correct and samples summed over
-    ranks. An accuracy of the printing rank's own shard alone disagrees."""
+    ranks. An accuracy of the printing rank's own shard alone disagrees, unless the print says it is one rank's
+    (the words rank, local or shard in it)."""
     evaluating = [obs for obs in observations if obs.blocks]
     merged = Observation(evaluations=sum(o.evaluations for o in observations),
                          untied=sum(o.untied for o in observations), dropped=sum(o.dropped for o in observations),
@@ -389,7 +390,10 @@ def judge_ranks(observations: list[Observation], facts: list[RunFacts]) -> Findi
             correct = sum(o.blocks[b]["correct"] for o in evaluating for b in blocks)
             total = sum(o.blocks[b]["total"] for o in evaluating for b in blocks)
             whole = {"what": "evaluation", "accuracy": correct / total, "correct": correct, "total": total}
-            merged.reports.append({**report, "candidates": [whole, *training]})
+            # a print that says it is one rank's own ("rank 1: acc ...", "local acc") may report its shard
+            own_words = re.search(r"\b(rank|local|shard)\b", report["text"], re.IGNORECASE)
+            mine_too = [c for c in report["candidates"] if c["what"].startswith("evaluation")] if own_words else []
+            merged.reports.append({**report, "candidates": [whole, *mine_too, *training]})
             mine = next((c for c in report["candidates"] if c["what"] == "evaluation" and c["correct"] is not None),
                         None)
             if mine is not None and len(evaluating) > 1:
