@@ -18,7 +18,7 @@ import signal
 import sys
 import time
 
-KEY, STOPPED, COLLECTIVE = "key", "stopped", "collective"
+KEY, STOPPED, COLLECTIVE, FORKED = "key", "stopped", "collective", "forked"
 SPAWNED = "KATA_SPAWNED_RANK"  # set in a rank the checked script started itself
 
 
@@ -81,7 +81,8 @@ def launched() -> bool:
 
 def observe_spawned(device: str, channel: str, key: str) -> None:
     """Observe the processes the script starts with ``torch.multiprocessing.spawn`` / ``start_processes`` (in a
-    fresh interpreter: the ``spawn`` and ``forkserver`` methods) as ranks: each writes ``rank-I`` of the channel."""
+    fresh interpreter: the ``spawn`` and ``forkserver`` methods) as ranks: each writes ``rank-I`` of the channel.
+    Processes started with the ``fork`` method are not observed; the channel says they were started."""
     import torch.multiprocessing
 
     spawning = sys.modules["torch.multiprocessing.spawn"]  # the module: the package's `spawn` is its function
@@ -90,6 +91,9 @@ def observe_spawned(device: str, channel: str, key: str) -> None:
     def start_processes(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):
         if start_method != "fork":
             fn = SpawnedRank(fn, device, channel, key)
+        else:  # a forked copy carries this process's observers mid-run: not observed as a rank, and said so
+            with open(os.path.join(channel, FORKED), "w"):
+                pass
         return original(fn, args, nprocs, join, daemon, start_method)
 
     spawning.start_processes = torch.multiprocessing.start_processes = start_processes

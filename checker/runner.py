@@ -24,7 +24,7 @@ from pathlib import Path
 from checker import processes, record
 from checker.harness import HEARTBEAT
 from checker.output import OutputReader
-from checker.ranks import COLLECTIVE, KEY, STOPPED, rank_dir
+from checker.ranks import COLLECTIVE, FORKED, KEY, STOPPED, rank_dir
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 POLL = 0.05
@@ -53,6 +53,7 @@ class Run:
     left_running: list[tuple[int | None, str]] = field(default_factory=list)  # (rank, command) of processes a
     # distributed run's ranks left behind after their launcher ended
     launched: bool = False  # the ranks were started by a launcher (no process of the script's own above them)
+    forked: bool = False  # the script started processes with torch.multiprocessing's fork method (not observed)
 
 
 @dataclass
@@ -171,7 +172,7 @@ def run(script: Path, device: str = "cpu", limits: Limits = Limits(), warm=None,
         ranks = collect_ranks(channel, keys if dirs else keys * len(rank_dirs(channel)))  # or those it spawned
         return Run(found, child.returncode if child else None, ended, reader.tail, reader.truncated,
                    str(reader.log_path), time.monotonic() - started, forged or any(r.forged for r in ranks),
-                   leftovers, ranks, left, launched=bool(dirs))
+                   leftovers, ranks, left, launched=bool(dirs), forked=os.path.exists(os.path.join(channel, FORKED)))
     finally:
         shutil.rmtree(channel, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)

@@ -101,6 +101,11 @@ def judge(run: Run, script: str, device: str, limits: Limits) -> Report:
         report.detail = outcome.get("traceback", "")
         return _set(report, *failure)
     facts = RunFacts.from_json(run.record["facts"])
+    if not facts.backwards and not facts.updates and run.forked:
+        return _set(report, "script-failed", EXIT_SCRIPT_FAILED, "no training was observed in the script's own "
+                    "process, and the processes it started with torch.multiprocessing's fork method cannot be "
+                    "observed: start them with the spawn method, or run one process per rank under a launcher "
+                    "(--nproc N)")
     if not facts.backwards and not facts.updates:
         why = ("the script exited (sys.exit) before any training was observed" if outcome.get("exit_called") else
                "no training was observed: the script never called backward() or updated a parameter")

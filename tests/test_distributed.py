@@ -335,3 +335,12 @@ def test_a_print_that_says_it_is_one_rank_s_accuracy_may_report_its_shard():
                                            prints=1, blocks=[{"correct": 230, "total": 256}])
     rank1 = reported_metric.Observation([], 2, blocks=[{"correct": 250, "total": 256}])
     assert reported_metric.judge_ranks([labelled, rank1], FACTS).status == PASS
+
+
+def test_ranks_forked_by_the_script_are_said_to_be_unobserved_never_passed(tmp_path):
+    script = tmp_path / "forked.py"
+    script.write_text(SPAWNED.replace("mp.spawn(worker, args=(2, port), nprocs=2)",
+                                      'mp.start_processes(worker, args=(2, port), nprocs=2, start_method="fork")'))
+    result = CliRunner().invoke(main, ["check", "--json", str(script)])
+    report = json.loads(result.output)
+    assert result.exit_code == 3 and "fork method cannot be observed" in report["problem"], report["problem"]
