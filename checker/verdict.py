@@ -254,6 +254,10 @@ def _run_problem(run: Run, limits: Limits) -> tuple[str, int, str] | None:
         return "timeout", EXIT_TIMEOUT, f"the script did not finish within {limits.timeout:g} s (--timeout)" + \
             _unfinished(run)
     if run.ended == "idle":
+        if run.forked:
+            return "timeout", EXIT_TIMEOUT, (f"no progress for {limits.idle:g} s (--idle): the script's own process "
+                                             f"waited for processes it started with torch.multiprocessing's fork "
+                                             "method, which cannot be observed (use the spawn method, or --nproc N)")
         if run.ranks:
             return "timeout", EXIT_TIMEOUT, f"no progress for {limits.idle:g} s (--idle){_unfinished(run)}"
         return "timeout", EXIT_TIMEOUT, f"no progress for {limits.idle:g} s: is a loop unbounded? (--idle)"

@@ -341,6 +341,9 @@ def test_ranks_forked_by_the_script_are_said_to_be_unobserved_never_passed(tmp_p
     script = tmp_path / "forked.py"
     script.write_text(SPAWNED.replace("mp.spawn(worker, args=(2, port), nprocs=2)",
                                       'mp.start_processes(worker, args=(2, port), nprocs=2, start_method="fork")'))
-    result = CliRunner().invoke(main, ["check", "--json", str(script)])
+    result = CliRunner().invoke(main, ["check", "--idle", "8", "--json", str(script)])
     report = json.loads(result.output)
-    assert result.exit_code == 3 and "fork method cannot be observed" in report["problem"], report["problem"]
+    # the forked copies run on (exit 3 once they are done) or, forked from a process whose thread pools were in
+    # use, may hang (exit 4): either way the report says why nothing was observed
+    said = ("fork method cannot be observed", "fork method, which cannot be observed")
+    assert result.exit_code in (3, 4) and any(words in report["problem"] for words in said), report["problem"]
