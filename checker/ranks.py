@@ -9,7 +9,10 @@ record to ``CHANNEL_DIR/rank-R``. Its signing key waits there in a file the
 is imported. While the rank waits in a collective called from Python, the name of
 that collective is in ``rank-R/collective`` (for a report on a rank that hangs);
 a rank the launcher stops (it does so when another rank fails) leaves
-``rank-R/stopped``.
+``rank-R/stopped``. Ranks a checked script starts itself with
+``torch.multiprocessing.spawn`` are observed the same way (:class:`SpawnedRank`);
+the warm checker forks ranks with the environment the launcher would give them
+(:func:`launcher_environment`).
 """
 from __future__ import annotations
 
