@@ -23,7 +23,8 @@ FIXTURES = ROOT / "tests" / "fixtures"
 REFERENCES = ROOT / "reference"
 
 
-WORKERS = max(2, os.cpu_count() or 2)
+# Checks side by side: the cores, shared among pytest-xdist's workers when it runs the modules in parallel.
+WORKERS = max(1, (os.cpu_count() or 2) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 ADVISORY = {probe.ID for probe in PROBES if getattr(probe, "ADVISES", False)}  # probes that advise, never fail
 _servers: queue.Queue = queue.Queue()
 
