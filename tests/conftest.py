@@ -120,13 +120,3 @@ def checked():
         return [cache[p] for p in paths]
 
     return get
-
-
-# The modules whose checks take longest start first, so that pytest-xdist's workers do not end on one of them alone.
-LONGEST_FIRST = ("test_untrusted", "test_injected_bugs", "test_fixtures", "test_corpus", "test_interview",
-                 "test_references", "test_distributed", "test_planted_ddp", "test_planted_corpus")
-
-
-def pytest_collection_modifyitems(items):
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.module.__name__, len(rank)))
