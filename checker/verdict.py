@@ -247,8 +247,7 @@ def _run_problem(run: Run, limits: Limits) -> tuple[str, int, str] | None:
         waiting = [r for r in run.ranks if r.record is None]
         problem = _failure(first.record["outcome"], f"rank {first.rank}")[2]
         if waiting:
-            problem += "; " + _unfinished(Run(None, None, run.ended, "", False, "", 0.0, ranks=waiting))[2:] + \
-                       " until stopped"
+            problem += "; " + where(waiting) + " until stopped"
         return "script-failed", EXIT_SCRIPT_FAILED, problem
     if run.ended == "timeout":
         return "timeout", EXIT_TIMEOUT, f"the script did not finish within {limits.timeout:g} s (--timeout)" + \
@@ -281,13 +280,15 @@ def _run_problem(run: Run, limits: Limits) -> tuple[str, int, str] | None:
 
 
 def _unfinished(run: Run) -> str:
-    """Where each rank of a distributed run was when it was stopped: finished, in a collective, or working."""
-    if not run.ranks:
-        return ""
-    said = [f"rank {r.rank} " + ("had finished" if r.record else f"was waiting in {r.collective}" if r.collective
-                                 else "was still running (not in a collective called from Python)")
-            for r in run.ranks]
-    return ": " + "; ".join(said)
+    """Where each rank of a distributed run was when it was stopped (empty for one process)."""
+    return ": " + where(run.ranks) if run.ranks else ""
+
+
+def where(ranks: list[RankRun]) -> str:
+    """Each rank's state at the end: finished, waiting in a collective, or working."""
+    return "; ".join(f"rank {r.rank} " + ("had finished" if r.record else f"was waiting in {r.collective}"
+                                          if r.collective else "was still running (not in a collective called "
+                                          "from Python)") for r in ranks)
 
 
 def _set(report: Report, verdict: str, code: int, problem: str) -> Report:

@@ -9,8 +9,6 @@ from pathlib import Path
 
 import click
 
-from katas.catalogue import LAUNCHED  # noqa: F401 - re-exported for the commands
-
 REFERENCE_DIR = Path(__file__).resolve().parent.parent / "references"  # package data; `reference/` in the repository
 DEFAULT_REFERENCE = "classifier"  # the canonical loop; every bug but log0 applies to it
 

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import click
 
-from katas.catalogue import DIFFICULTIES
+from katas.catalogue import DIFFICULTIES, LAUNCHED
 from katas.commands.common import (
     EXIT_CODES,
-    LAUNCHED,
     KataError,
     limits_of,
     observe,

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Iterator
 
 import click
 
+from katas.catalogue import LAUNCHED
 from katas.commands.common import (
-    LAUNCHED,
     KataError,
     limits_of,
     observe,
