@@ -23,6 +23,17 @@ event               arguments
 ``LOSS``            a :class:`LossCall` of a loss function of ``torch.nn.functional``
 ``SCHEDULER``       a learning-rate scheduler, right after it was constructed
 ``SCHEDULER_STEP``  ``(scheduler, nested)``: a scheduler's ``step()``; nested when called by another scheduler
+``PARAM_GROUP``     ``(optimizer, group)``: a parameter group as the script gave it, before the optimizer fills in
+                    its defaults
+``SAVE``            ``(obj, f)``: what ``torch.save`` just wrote, and where
+``LOAD_STATE``      ``(module, state_dict, result)``: a ``Module.load_state_dict`` call that just returned
+``PRINT``           the text a ``print`` call just wrote
+``REGISTERED``      ``(module, name, param)``: a parameter about to be set on a module (``module._parameters``
+                    still holds what it replaces)
+``ATTACHED``        ``(parent, name, module)``: a submodule about to be set on a module
+``INIT``            the tensor a ``torch.nn.init`` function just filled
+``PRETRAINED``      the module ``Embedding.from_pretrained`` (or ``EmbeddingBag``'s) just built
+``GENERATOR``       ``(generator, where)``: a ``torch.Generator`` the script made, and its line (ranks only)
 ==================  ==========================================================
 """
 from __future__ import annotations
@@ -47,6 +58,15 @@ class Event(enum.Enum):
     LOSS = "loss"
     SCHEDULER = "scheduler"
     SCHEDULER_STEP = "scheduler-step"
+    PARAM_GROUP = "param-group"
+    SAVE = "save"
+    LOAD_STATE = "load-state"
+    PRINT = "print"
+    REGISTERED = "registered"
+    ATTACHED = "attached"
+    INIT = "init"
+    PRETRAINED = "pretrained"
+    GENERATOR = "generator"
 
 
 @dataclass
@@ -59,6 +79,7 @@ class Pass:
     updates: int = 0  # updates that applied gradients of this pass's batches
     order: Order | None = None  # the indices its sampler yielded; None: none drawn (an IterableDataset has no sampler)
     ref: Any = None  # a weak reference to the DataLoader
+    exhausted: bool = False  # its iterator ran out (False: the script left it before its end, or is still in it)
 
 
 @dataclass

@@ -37,6 +37,7 @@ class RunFacts:
     tampered: list[str] = field(default_factory=list)
     rank: int | None = None  # this process's rank in a process group, if it joined one
     world: int = 1  # the process group's size
+    stopped: dict | None = None  # {"pass", "epoch", "batches", "of"}: training's last pass, left before its end
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -7,7 +7,9 @@ reads the script's own output for the verdict.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import os
 import runpy
 import sys
@@ -43,8 +45,7 @@ def _run_script(script: str, device: str) -> dict:
     try:
         _kept.append(runpy.run_path(script, run_name="__main__"))  # its objects stay alive for the summary
     except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        return {"status": "finished" if code == 0 else "exit", "code": code, "exit_called": True}
+        return exit_outcome(exc, os.path.dirname(os.path.abspath(script)))
     except BaseException as exc:  # noqa: BLE001 - the script's failure is the result
         return {"status": "exception", "error": f"{type(exc).__name__}: {exc}",
                 "traceback": script_traceback(exc, script)}
@@ -52,6 +53,56 @@ def _run_script(script: str, device: str) -> dict:
         sys.stdout.flush()
         sys.stderr.flush()
     return {"status": "finished", "code": 0}
+
+
+def exit_outcome(exc: SystemExit, folder: str) -> dict:
+    """How a ``sys.exit`` (``exit()``, ``raise SystemExit``) ended the script: its status, and, when it was raised
+    inside a loop of the script's own code, where (an exit in the middle of the training loop is not an ending)."""
+    code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    outcome = {"status": "finished" if code == 0 else "exit", "code": code, "exit_called": True}
+    where = looping_frame(exc.__traceback__, folder + os.sep)
+    if where:
+        outcome["in_loop"] = where
+    return outcome
+
+
+def looping_frame(tb, folder: str) -> str:
+    """``file:line (in function)`` of the outermost frame of the script's own files that was running a loop
+    (``for`` or ``while``) when the exception passed through it; empty when none was. Read from the running
+    code's jumps: an instruction between a backward jump's target and the jump is inside that loop."""
+    places = []
+    while tb is not None:
+        places.append((tb.tb_frame.f_code, tb.tb_lasti, tb.tb_lineno))
+        tb = tb.tb_next
+    return looping(places, folder)
+
+
+def looping_stack(frame, folder: str) -> str:
+    """The same, for the frames running now (innermost first), as at a call of ``os._exit``."""
+    places = []
+    while frame is not None:
+        places.append((frame.f_code, frame.f_lasti, frame.f_lineno))
+        frame = frame.f_back
+    return looping(places[::-1], folder)
+
+
+def looping(places: list, folder: str) -> str:
+    import dis
+
+    checker = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    for code, offset, line in places:  # outermost first
+        path = os.path.abspath(code.co_filename)
+        if path.startswith(folder) and not path.startswith(checker) and inside_loop(code, offset, dis):
+            return f"{os.path.basename(code.co_filename)}:{line} (in {code.co_name})"
+    return ""
+
+
+def inside_loop(code, offset: int, dis) -> bool:
+    for instruction in dis.get_instructions(code):
+        target = instruction.argval if instruction.opcode in dis.hasjrel + dis.hasjabs else None
+        if isinstance(target, int) and target <= offset < instruction.offset and "JUMP" in instruction.opname:
+            return True
+    return False
 
 
 def prepare() -> None:
@@ -78,9 +129,10 @@ def check(script: str, device: str, channel_dir: str, key: str) -> dict:
 
 
 def observe(run: Callable[[], dict], device: str, channel_dir: str, key: str) -> dict:
-    """Install the observers, ``run()`` (which returns the outcome), and write the signed record."""
-    import torch
+    """Install the observers, ``run()`` (which returns the outcome), and write the signed record.
 
+    A script that ends its process with ``os._exit`` writes the record on its way out, with what was seen until
+    then: an ``os._exit`` in the middle of training is reported as such, never as a run without a record."""
     from checker.instrument import Instrumentation
     from checker.probes import PROBES
     from checker.session import Session
@@ -94,13 +146,77 @@ def observe(run: Callable[[], dict], device: str, channel_dir: str, key: str) ->
             session.errors[probe.ID] = f"{type(exc).__name__}: {exc}"
     instrumentation = Instrumentation(session)
     instrumentation.install()
+    concluded: list[dict] = []
+
+    def conclude(outcome: dict) -> dict:
+        if not concluded:
+            concluded.append(outcome)
+            with beating(session):
+                write_record(session, observers, instrumentation, outcome, device, channel_dir, key)
+        return concluded[0]
+
+    own, real_exit = os.getpid(), os._exit
+
+    def _exit(status: int) -> None:
+        if os.getpid() == own:  # not a forked DataLoader worker or child, which end this way by design
+            outcome = {"status": "finished" if status == 0 else "exit", "code": status, "exit_called": True,
+                       "os_exit": True, "ended_at": time.time(), **training_state(session)}
+            where = looping_stack(sys._getframe(1), sys.path[0] + os.sep) if sys.path and sys.path[0] else ""
+            if where:
+                outcome["in_loop"] = where
+            conclude(outcome)
+        real_exit(status)
+
+    session.patches.patch(os, "_exit", functools.wraps(real_exit)(_exit))
     outcome = run()
+    if outcome.get("exit_called"):
+        outcome.update(training_state(session))
+    return conclude(outcome)
+
+
+def training_state(session) -> dict:
+    """Where training was when the script ended its run: the training pass it was in the middle of, if any."""
+    current = session.current
+    if current is None or current.loader not in session.training_loaders() or current.exhausted:
+        return {}
+    loader = current.ref() if current.ref is not None else None
+    try:
+        total = len(loader) if loader is not None else None
+    except TypeError:
+        total = None
+    return {"open_pass": {"pass": current.index, "batches": current.batches, "of": total}}
+
+
+@contextlib.contextmanager
+def beating(session):
+    """The heartbeat goes on while the checker summarises what it saw (a loaded machine may take a while): the
+    watchdog's "no progress" is about the script, not about the checker's own work."""
+    import threading
+
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(0.25):
+            session.beat()
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def write_record(session, observers: dict, instrumentation, outcome: dict, device: str, channel_dir: str,
+                 key: str) -> None:
+    import torch
+
     session.script_globals = _kept[-1] if _kept else {}
     try:
         session.finish()
     except Exception as exc:  # the run's last manual update could not be read: said, never hidden
         session.errors["session"] = f"{type(exc).__name__}: {exc}"
-
     observations = {}
     for probe_id, observer in observers.items():
         try:
@@ -116,7 +232,6 @@ def observe(run: Callable[[], dict], device: str, channel_dir: str, key: str) ->
         "facts": session.summary(instrumentation.tampering()).to_json(),
         "observations": observations,
     }, key)
-    return outcome
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ from torch.optim import optimizer as optimizer_hooks
 from torch.utils.data import DataLoader
 from torch.utils.data.dataloader import _DatasetKind
 
-from checker import workers
+from checker import ranks, workers
 from checker.events import Event, LossCall, Order, Pass
 from checker.ranks import COLLECTIVE
 from checker.session import Session
@@ -36,6 +36,8 @@ KEPT_INDICES = 200_000  # indices of a pass kept in full in a distributed run, t
 COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "barrier", "monitored_barrier",
                "broadcast", "broadcast_object_list", "reduce", "reduce_scatter", "reduce_scatter_tensor", "gather",
                "gather_object", "scatter", "scatter_object_list", "all_to_all", "all_to_all_single", "send", "recv")
+INIT_FUNCTIONS = ("constant_", "dirac_", "eye_", "kaiming_normal_", "kaiming_uniform_", "normal_", "ones_",
+                  "orthogonal_", "sparse_", "trunc_normal_", "uniform_", "xavier_normal_", "xavier_uniform_", "zeros_")
 LOSS_FUNCTIONS = ("cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "mse_loss",
                   "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "gaussian_nll_loss", "poisson_nll_loss")
 
@@ -43,8 +45,7 @@ LOSS_FUNCTIONS = ("cross_entropy", "nll_loss", "binary_cross_entropy", "binary_c
 class Instrumentation:
     def __init__(self, session: Session):
         self.session = session
-        self._patched: list[tuple[Any, str, Any]] = []
-        self._hooks: list[tuple[Any, str, Any, int]] = []
+        self.patches = session.patches
         self._loaders: dict[int, int] = {}
         self._loader_refs: list[DataLoader] = []  # keeps id() unique for the whole run
         self._latest: dict[int, Pass] = {}  # id() of a DataLoader -> the pass its latest iteration started
@@ -58,7 +59,7 @@ class Instrumentation:
         self._hook(module_hooks, "_global_forward_hooks", module_hooks.register_module_forward_hook(
             s.module_post, always_call=True))
         self._hook(optimizer_hooks, "_global_optimizer_pre_hooks",
-                   optimizer_hooks.register_optimizer_step_pre_hook(lambda opt, a, k: s.step_pre(opt)))
+                   optimizer_hooks.register_optimizer_step_pre_hook(s.step_pre))
         self._hook(optimizer_hooks, "_global_optimizer_post_hooks",
                    optimizer_hooks.register_optimizer_step_post_hook(lambda opt, a, k: s.step_post(opt)))
         self._wrap_before(torch.autograd, "backward", self._before_backward)
@@ -70,14 +71,15 @@ class Instrumentation:
         self._wrap_grad_scaler()
         self._wrap_schedulers()
         self._wrap_distributed()
+        self._wrap_checkpoints()
+        self._wrap_print()
+        self._observe_construction()
+        if ranks.launched():
+            self._track_generators()
 
     def tampering(self) -> list[str]:
-        """What of the instrumentation the script removed or replaced (empty when intact)."""
-        found = [f"{getattr(owner, '__name__', owner)}.{registry}" for owner, registry, hooks, hook_id in self._hooks
-                 if getattr(owner, registry) is not hooks or hook_id not in hooks]
-        found += [f"{getattr(owner, '__qualname__', getattr(owner, '__name__', owner))}.{name}"
-                  for owner, name, replacement in self._patched if vars(owner).get(name) is not replacement]
-        return found
+        """What of the checker's patches and hooks the script removed or replaced (empty when intact)."""
+        return self.patches.tampering()
 
     # -- torch.distributed ----------------------------------------------------
     def _wrap_distributed(self) -> None:
@@ -107,11 +109,10 @@ class Instrumentation:
 
     # -- plumbing -----------------------------------------------------------
     def _patch(self, owner: Any, name: str, replacement: Any) -> None:
-        setattr(owner, name, replacement)
-        self._patched.append((owner, name, replacement))
+        self.patches.patch(owner, name, replacement)
 
     def _hook(self, owner: Any, registry: str, handle: Any) -> None:
-        self._hooks.append((owner, registry, getattr(owner, registry), handle.id))
+        self.patches.hook(owner, registry, handle)
 
     def _wrap_before(self, owner: Any, name: str, before: Callable) -> None:
         original = getattr(owner, name)
@@ -133,6 +134,7 @@ class Instrumentation:
 
         @functools.wraps(original)
         def add_param_group(optimizer: torch.optim.Optimizer, param_group: dict) -> None:
+            session.emit(Event.PARAM_GROUP, optimizer, param_group)
             original(optimizer, param_group)
             session.add_optimizer(optimizer)
 
@@ -308,6 +310,130 @@ class Instrumentation:
 
         step._kata_observed = True
         return step
+
+
+    # -- checkpoints, printed output, how models are built -------------------------
+    def _wrap_checkpoints(self) -> None:
+        """``torch.save`` (SAVE, after it wrote) and ``Module.load_state_dict`` (LOAD_STATE, after it returned)."""
+        import torch.serialization
+
+        session = self.session
+        original_save, original_load = torch.save, torch.nn.Module.load_state_dict
+
+        @functools.wraps(original_save)
+        def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original_save(obj, f, *args, **kwargs)
+            session.emit(Event.SAVE, obj, f)
+            return result
+
+        @functools.wraps(original_load)
+        def load_state_dict(module: Any, state_dict: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original_load(module, state_dict, *args, **kwargs)
+            if not torch.compiler.is_compiling():
+                session.emit(Event.LOAD_STATE, module, state_dict, result)
+            return result
+
+        self._patch(torch, "save", save)
+        self._patch(torch.serialization, "save", save)
+        self._patch(torch.nn.Module, "load_state_dict", load_state_dict)
+
+    def _wrap_print(self) -> None:
+        """``print`` writes exactly what it would, to where it would; PRINT gets a copy of the text."""
+        import builtins
+        import sys
+
+        session, original = self.session, builtins.print
+
+        @functools.wraps(original)
+        def print(*args: Any, **kwargs: Any) -> None:
+            target = kwargs.get("file")
+            target = sys.stdout if target is None else target
+            if target is None or torch.compiler.is_compiling() or not session.listening(Event.PRINT):
+                return original(*args, **kwargs)
+            tee = Tee(target)
+            original(*args, **{**kwargs, "file": tee})
+            session.emit(Event.PRINT, "".join(tee.written))
+
+        self._patch(builtins, "print", print)
+
+    def _observe_construction(self) -> None:
+        """Where parameters' values come from: registrations (REGISTERED, ATTACHED, global hooks), the
+        ``torch.nn.init`` functions (INIT) and ``from_pretrained`` (PRETRAINED)."""
+        session = self.session
+
+        def registered(module: Any, name: str, param: Any) -> None:
+            session.emit(Event.REGISTERED, module, name, param)
+
+        def attached(parent: Any, name: str, module: Any) -> None:
+            session.emit(Event.ATTACHED, parent, name, module)
+
+        self._hook(module_hooks, "_global_parameter_registration_hooks",
+                   module_hooks.register_module_parameter_registration_hook(registered))
+        self._hook(module_hooks, "_global_module_registration_hooks",
+                   module_hooks.register_module_module_registration_hook(attached))
+
+        def after(original: Callable, event: Event) -> Callable:
+            """``original``, then ``event`` with what it returned: the tensor an init function filled, the module
+            ``from_pretrained`` built."""
+            @functools.wraps(original)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                result = original(*args, **kwargs)
+                if not torch.compiler.is_compiling():
+                    session.emit(event, result)
+                return result
+
+            return wrapper
+
+        for name in INIT_FUNCTIONS:
+            if hasattr(torch.nn.init, name):
+                self._patch(torch.nn.init, name, after(getattr(torch.nn.init, name), Event.INIT))
+        for cls in (torch.nn.Embedding, torch.nn.EmbeddingBag):
+            self._patch(cls, "from_pretrained", classmethod(after(cls.from_pretrained.__func__, Event.PRETRAINED)))
+
+    def _track_generators(self) -> None:
+        """In a rank of a distributed run: ``torch.Generator`` becomes a subclass that tells GENERATOR where the
+        script made each one (``isinstance`` and ``issubclass`` keep working)."""
+        import sys
+
+        original, session = torch.Generator, self.session
+        checker = os.path.dirname(os.path.abspath(__file__))
+        skip = (os.path.dirname(torch.__file__) + os.sep, checker + os.sep)
+
+        class Meta(type(original)):
+            def __instancecheck__(cls, instance: Any) -> bool:
+                return isinstance(instance, original)
+
+            def __subclasscheck__(cls, subclass: type) -> bool:
+                return issubclass(subclass, original)
+
+        class Generator(original, metaclass=Meta):
+            def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+                generator = original.__new__(cls, *args, **kwargs)
+                frame = sys._getframe(1)
+                if not frame.f_code.co_filename.startswith(skip):
+                    session.emit(Event.GENERATOR, generator,
+                                 f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}")
+                return generator
+
+            def __init__(self, *args: Any, **kwargs: Any) -> None:  # construction happens in __new__
+                pass
+
+        Generator.__name__, Generator.__qualname__, Generator.__module__ = "Generator", "Generator", "torch"
+        self._patch(torch, "Generator", Generator)
+
+
+class Tee:
+    """A file that writes through to ``target`` and keeps a copy of what was written."""
+
+    def __init__(self, target: Any):
+        self.target, self.written = target, []
+
+    def write(self, text: str) -> Any:
+        self.written.append(text)
+        return self.target.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.target, name)
 
 
 class ObservedIterator:

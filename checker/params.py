@@ -16,6 +16,8 @@ from typing import Callable
 
 import torch
 
+from checker import tensors as tensors_
+
 
 def total_norm(tensors: list[torch.Tensor], norm_type: float = 2.0) -> float:
     """The norm of the tensors' norms (as ``clip_grad_norm_`` computes it): one fused call per device for float32
@@ -27,27 +29,46 @@ def total_norm(tensors: list[torch.Tensor], norm_type: float = 2.0) -> float:
     others = []
     for t in tensors:
         t = t.detach()
-        if t.dtype in (torch.float32, torch.float64) and t.layout == torch.strided:
+        if t.dtype in (torch.float32, torch.float64) and tensors_.plain(t):
             groups.setdefault((t.device, t.dtype), []).append(t)
-        else:
-            others.append(torch.linalg.vector_norm(t.float(), norm_type).to(device))
+        else:  # complex, half precision, sparse, nested ...: each by its own values; meta and wrappers not at all
+            found = tensors_.norm(t, norm_type)
+            if found is not None:
+                others.append(found.float().to(device))
     norms = [n.float().to(device) for group in groups.values() for n in torch._foreach_norm(group, norm_type)]
+    if not norms and not others:
+        return 0.0
     return float(torch.linalg.vector_norm(torch.stack(norms + others), norm_type))
 
 
 class ParamWatch:
+    """Keyed by ``id()``, checked against a weak reference: a parameter freed with its model (a second experiment,
+    a fold of a cross-validation) may leave its id to a new one, which is then watched afresh."""
+
     def __init__(self) -> None:
-        self._hooked: set[int] = set()
         self._managed: set[int] = set()  # held by an optimizer
         self._fingerprints: dict[int, float] = {}  # not held, received gradient: id -> norm last seen
-        self._refs: dict[int, weakref.ref] = {}
+        self._refs: dict[int, weakref.ref] = {}  # hooked parameters
         self._by_hand: set[int] = set()
+
+    def _known(self, param: torch.Tensor) -> bool:
+        """Whether ``param`` itself is hooked; forgets a freed parameter that had its id."""
+        ref = self._refs.get(id(param))
+        if ref is None:
+            return False
+        if ref() is param:
+            return True
+        pid = id(param)
+        del self._refs[pid]
+        self._managed.discard(pid)
+        self._fingerprints.pop(pid, None)
+        self._by_hand.discard(pid)
+        return False
 
     def watch(self, param: torch.Tensor, on_grad: Callable[[torch.Tensor, torch.Tensor], None]) -> None:
         """Report ``param``'s gradient contributions to ``on_grad(param, grad)``, once per parameter."""
-        if id(param) in self._hooked or not param.requires_grad:
+        if not param.requires_grad or self._known(param):
             return
-        self._hooked.add(id(param))
         ref = weakref.ref(param)
         self._refs[id(param)] = ref
 
@@ -63,6 +84,7 @@ class ParamWatch:
 
     def manage(self, param: torch.Tensor, on_grad: Callable[[torch.Tensor, torch.Tensor], None]) -> None:
         """``param`` belongs to an optimizer: its updates are the optimizer's steps."""
+        self._known(param)  # a freed parameter's id is forgotten first
         self._managed.add(id(param))
         self._fingerprints.pop(id(param), None)
         self.watch(param, on_grad)
@@ -72,8 +94,7 @@ class ParamWatch:
         if not self._fingerprints:
             return []
         alive = [(pid, p) for pid in list(self._fingerprints) if (p := self._refs[pid]()) is not None]
-        with torch.no_grad():
-            norms = [float(n) for n in torch._foreach_norm([p.detach() for _, p in alive])] if alive else []
+        norms = fingerprints([p for _, p in alive])
         changed = []
         for (pid, p), norm in zip(alive, norms):
             if not same(norm, self._fingerprints[pid]):
@@ -87,8 +108,23 @@ class ParamWatch:
 
 
 def fingerprint(param: torch.Tensor) -> float:
+    return fingerprints([param])[0]
+
+
+def fingerprints(params: list[torch.Tensor]) -> list[float]:
+    """Each tensor's norm (one fused call for the plain floating-point ones); NaN where the values cannot be read
+    (a meta tensor), so that it never looks changed."""
+    if not params:
+        return []
     with torch.no_grad():
-        return float(torch._foreach_norm([param.detach()])[0])
+        fused = [i for i, p in enumerate(params) if p.dtype in (torch.float32, torch.float64) and tensors_.plain(p)]
+        found = [math.nan] * len(params)
+        for i, n in zip(fused, torch._foreach_norm([params[i].detach() for i in fused]) if fused else []):
+            found[i] = float(n)
+        for i in set(range(len(params))).difference(fused):
+            n = tensors_.norm(params[i])
+            found[i] = float(n) if n is not None else math.nan
+    return found
 
 
 def same(a: float, b: float) -> bool:

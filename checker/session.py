@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import os
 import time
@@ -28,13 +29,32 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from checker import tensors
 from checker.events import Event, Forward, LossCall, Pass, Update
 from checker.facts import PassFacts, RunFacts
 from checker.params import ParamWatch, total_norm
+from checker.patches import Patches
 
 TRAIN, EVAL = "train", "eval"
 RECENT_OUTPUTS = 32  # outputs of gradient-free forwards remembered, to see them fed to a later forward
 MAX_OUTPUT_TENSORS = 8
+
+
+def safe(method: Callable) -> Callable:
+    """A timeline method called from a hook: a failure of the checker's own is the session's error (every probe
+    reports it), never an exception in the script; after one, the session observes nothing more."""
+
+    @functools.wraps(method)
+    def guarded(self: "Session", *args: Any) -> Any:
+        if "session" in self.errors:
+            return None
+        try:
+            return method(self, *args)
+        except Exception as exc:  # noqa: BLE001 - the checker must never change what the script does
+            self.errors["session"] = f"{type(exc).__name__}: {exc}"
+            return None
+
+    return guarded
 
 
 @dataclass
@@ -81,6 +101,13 @@ class Session:
     _updaters: dict[int | None, int] = field(default_factory=dict)  # optimizer id (None: by hand) that updated -> ordinal
     _scaled: dict[int, float] = field(default_factory=dict)  # id of a GradScaler-scaled loss -> its scale
     _last_beat: float = 0.0
+    _last_update_pass: int | None = None  # the DataLoader pass the latest update happened in
+    _closure_calls: int = -1  # calls of the running step's closure (-1: no closure step running)
+    reevaluations: int = 0  # backward passes of a closure step after its first (one update's re-evaluations)
+    patches: Patches = field(init=False)  # every patch and hook of the checker's, for the tamper check
+
+    def __post_init__(self) -> None:
+        self.patches = Patches(self.errors)
 
     # -- events -------------------------------------------------------------
     def on(self, event: Event, owner: str, callback: Callable) -> None:
@@ -99,6 +126,10 @@ class Session:
             yield
         finally:
             self._listeners = listeners
+
+    def listening(self, event: Event) -> bool:
+        """Whether a probe that has not failed subscribed to ``event``."""
+        return any(owner not in self.errors for owner, _ in self._listeners[event])
 
     def emit(self, event: Event, *args: Any) -> None:
         for owner, callback in self._listeners[event]:
@@ -158,6 +189,7 @@ class Session:
         return {id(p) for p in self.trained_params()} | self._hand_trained
 
     # -- the timeline, fed by checker.instrument ------------------------------
+    @safe
     def start_batch(self, observed: Pass, batch: Any) -> None:
         self.current = observed
         self._batch_used = False
@@ -165,15 +197,18 @@ class Session:
         self.beat()
         self.emit(Event.BATCH, batch)
 
+    @safe
     def end_pass(self, observed: Pass) -> None:
+        observed.exhausted = True
         if self.current is observed:
             self.current = None
         self.emit(Event.PASS_END, observed)
 
+    @safe
     def module_pre(self, module: nn.Module, args: Any) -> None:
         """A global forward pre-hook: called before every module's forward."""
-        if _is_compiling() or _graph_task_id() != -1:  # observable(), inlined: this runs for every module call
-            return
+        if _is_compiling() or _graph_task_id() != -1 or _transforming() is not None:  # observable(), inlined: this
+            return  # runs for every module call
         if self._depth == 0 and not isinstance(module, nn.modules.loss._Loss):
             self._start_forward(module, args)
         self._depth += 1
@@ -182,9 +217,10 @@ class Session:
                 self.params.watch(p, self._on_grad)
         self.emit(Event.MODULE, module)
 
+    @safe
     def module_post(self, module: nn.Module, args: Any, output: Any) -> None:
         """A global forward hook: called after every module's forward."""
-        if _is_compiling() or _graph_task_id() != -1:
+        if _is_compiling() or _graph_task_id() != -1 or _transforming() is not None:
             return
         self._depth = max(0, self._depth - 1)
         forward = self.forward
@@ -199,9 +235,9 @@ class Session:
             self._batch_used = True
         forward = Forward(len(self.forwards), id(module), type(module).__name__, torch.is_grad_enabled(),
                           self.current.index if self.current is not None else None,
-                          inputs[0].shape[0] if inputs and inputs[0].dim() else None, ref=weakref.ref(module))
+                          tensors.leading(inputs[0]) if inputs else None, ref=weakref.ref(module))
         for t in inputs:
-            held = self._unused_outputs.get(t.untyped_storage().data_ptr())
+            held = self._unused_outputs.get(tensors.storage_key(t))
             if held is not None and held[0]() is not None:  # still alive: the pointer was not reused
                 held[1].fed.append(forward.index)
         if type(module).__name__ == "OptimizedModule":  # hooks inside compiled code are not run: read the flags
@@ -220,14 +256,18 @@ class Session:
 
         for t in tensors_in(output):
             if t.requires_grad and t.grad_fn is not None:
-                t.register_hook(reached)
-            elif not forward.grad:
-                self._unused_outputs[t.untyped_storage().data_ptr()] = (weakref.ref(t), forward)
+                try:
+                    t.register_hook(reached)
+                except RuntimeError:  # a tensor kind that takes no hooks: its phase stays unknown
+                    pass
+            elif not forward.grad and (key := tensors.storage_key(t)) is not None:
+                self._unused_outputs[key] = (weakref.ref(t), forward)
                 while len(self._unused_outputs) > RECENT_OUTPUTS:
                     self._unused_outputs.popitem(last=False)
         self.beat()
         self.emit(Event.FORWARD_END, forward, output)
 
+    @safe
     def mode(self, kind: str, training: bool) -> None:
         if not observable():
             return
@@ -235,19 +275,26 @@ class Session:
             self.forward.modes.add("active" if training else "inactive")
         self.emit(Event.MODE, kind, training)
 
+    @safe
     def loss(self, call: LossCall) -> None:
         self.emit(Event.LOSS, call)
 
+    @safe
     def scaled(self, loss: torch.Tensor, scale: float) -> None:
         self._scaled[id(loss)] = scale
 
+    @safe
     def before_backward(self, loss: torch.Tensor) -> None:
+        if self._closure_calls > 1:  # inside a closure step's later call: a re-evaluation of the same update
+            self.reevaluations += 1  # (LBFGS's line search), not a backward pass of its own
+            return
         self._settle_backward()
         self._check_manual_update()
         self.backwards += 1
         self._backwards_since_update += 1
         self.beat()
-        if loss.numel() == 1:  # losses as JSON-safe floats; None marks a NaN or infinite loss
+        if loss.numel() == 1 and loss.is_floating_point() and tensors.plain(loss):  # losses as JSON-safe floats; None
+            # marks a NaN or infinite loss
             value = float(loss.detach().float()) / self._scaled.pop(id(loss), 1.0)
             self.losses.append(value if math.isfinite(value) else None)
             self.loss_groups.append(-1)
@@ -260,6 +307,7 @@ class Session:
             self._touched.add(owner)
         self.emit(Event.GRAD, p, grad)
 
+    @safe
     def add_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
         if not any(opt is optimizer for opt in self.optimizers):
             self.optimizers.append(optimizer)
@@ -267,27 +315,56 @@ class Session:
             self._owners.setdefault(id(p), id(optimizer))
             self.params.manage(p, self._on_grad)
 
-    def step_pre(self, optimizer: torch.optim.Optimizer) -> None:
+    @safe
+    def step_pre(self, optimizer: torch.optim.Optimizer, args: tuple = (), kwargs: dict | None = None):
+        """An optimizer step begins. Without a closure its update is due now (UPDATE_PRE). With one
+        (``step(closure)``: LBFGS, which evaluates it several times), the update is due once the closure's first
+        call computed this step's gradients; its later calls (a line search) are one update's re-evaluations,
+        not backward passes of their own. Returns the step's arguments with the closure observed, else None."""
         if self._step is not None:  # a nested step (an optimizer wrapping another) counts once
-            return
+            return None
         self._check_manual_update()
         params = [p for group in optimizer.param_groups for p in group["params"]]
         self._step = Update(params, optimizer, self.current.index if self.current is not None else None)
-        self.emit(Event.UPDATE_PRE, self._step)
+        kwargs = kwargs or {}
+        closure = kwargs.get("closure", args[1] if len(args) > 1 else None)  # args[0] is the optimizer
+        if not callable(closure):
+            self.emit(Event.UPDATE_PRE, self._step)
+            return None
+        self._closure_calls = 0
+        step = self._step
 
+        def observed_closure(*a: Any, **k: Any) -> Any:
+            if self._step is step:
+                self._closure_calls += 1
+            result = closure(*a, **k)
+            if self._step is step and self._closure_calls == 1:
+                self.emit(Event.UPDATE_PRE, step)
+            return result
+
+        functools.update_wrapper(observed_closure, closure)
+        if "closure" in kwargs:
+            return args, {**kwargs, "closure": observed_closure}
+        return (args[0], observed_closure, *args[2:]), kwargs
+
+    @safe
     def step_post(self, optimizer: torch.optim.Optimizer) -> None:
         step = self._step
         if step is None or step.optimizer is not optimizer:
             return
-        self._step = None
+        if self._closure_calls == 0:  # a closure step whose closure never ran: the update was due all the same
+            self.emit(Event.UPDATE_PRE, step)
+        self._step, self._closure_calls = None, -1
         self._count_update(id(optimizer))
         self.emit(Event.UPDATE_POST, step)
 
+    @safe
     def scaler_skipped(self) -> None:
         """A GradScaler skipped its step for non-finite gradients: the update was due, and attempted."""
         self.scaler_skips += 1
         self._credit()
 
+    @safe
     def before_clip(self) -> None:
         """A manual update made between the backward and this clip is seen before the clip, not after it."""
         self._check_manual_update()
@@ -319,6 +396,7 @@ class Session:
         self._unsettled = pending[0] if pending else len(self.forwards)
 
     def _count_update(self, updater: int | None) -> None:
+        self._last_update_pass = self.current.index if self.current is not None else None
         if self.current is not None:
             self._train_loaders.add(self.current.loader)
         if self.updates == 0:
@@ -369,7 +447,24 @@ class Session:
             tampered=tampered,
             rank=self.rank,
             world=self.world,
+            stopped=self.stopped_in_pass(),
         )
+
+    def stopped_in_pass(self) -> dict | None:
+        """Where training stopped, when its last update came in a DataLoader pass the script then left before its
+        end (a ``break`` out of the training): ``{"pass", "epoch", "batches", "of"}``; None otherwise."""
+        if self._last_update_pass is None:
+            return None
+        last = self.passes[self._last_update_pass]
+        loader = last.ref() if last.ref is not None else None
+        try:
+            total = len(loader) if loader is not None else None
+        except TypeError:  # an IterableDataset without a length
+            total = None
+        if last.exhausted or total is None or last.batches >= total:
+            return None
+        epoch = sum(1 for p in self.passes[:last.index + 1] if p.loader == last.loader and p.updates)
+        return {"pass": last.index, "epoch": epoch, "batches": last.batches, "of": total}
 
     def _disjoint_optimizers(self) -> bool:
         used = [opt for opt in self.optimizers if id(opt) in self._updaters]
@@ -384,12 +479,14 @@ class Session:
 
 _is_compiling = torch.compiler.is_compiling
 _graph_task_id = torch._C._current_graph_task_id
+_transforming = torch._C._functorch.peek_interpreter_stack
 
 
 def observable() -> bool:
     """Module calls worth observing: not traced by torch.compile, not recomputed inside a backward pass
-    (activation checkpointing runs forwards again while autograd's engine works)."""
-    return not _is_compiling() and _graph_task_id() == -1
+    (activation checkpointing runs forwards again while autograd's engine works), not inside a ``torch.func``
+    transform (its tensors are the transform's wrappers)."""
+    return not _is_compiling() and _graph_task_id() == -1 and _transforming() is None
 
 
 def compiled_modes(module: nn.Module) -> set[str]:
@@ -436,7 +533,8 @@ def find_labels(batch: Any) -> torch.Tensor | None:
     else:
         return None
     for item in reversed(candidates):
-        if isinstance(item, torch.Tensor) and item.dim() >= 1 and item.numel() == item.shape[0] and len(candidates) > 1:
+        if isinstance(item, torch.Tensor) and tensors.plain(item) and item.dim() >= 1 and item.numel() == item.shape[0] \
+                and len(candidates) > 1 and not item.is_complex():
             if not item.dtype.is_floating_point or bool(torch.all(item == item.round())):
                 return item.reshape(-1)
     return None

@@ -38,6 +38,7 @@ class Report:
     ran: bool = True  # False when the file could not be run at all
     nproc: int = 1  # ranks launched (1: a single process)
     notes: list[str] = field(default_factory=list)  # what happened beside the verdict (processes left running)
+    stopped: dict | None = None  # where a break left training in the middle of a pass (see RunFacts.stopped)
 
     def statuses(self) -> dict[str, str]:
         """Each probe's status, by probe id."""
@@ -56,6 +57,7 @@ class Report:
             "ran": self.ran,
             "nproc": self.nproc,
             "notes": self.notes,
+            "stopped": self.stopped,
             "disclosure": self.disclosure,
             "probes": [f.to_json() if self.disclosure == DIAGNOSIS else symptom_json(f) for f in self.findings],
             "output_tail": self.output,
@@ -107,11 +109,60 @@ def judge(run: Run, script: str, device: str, limits: Limits) -> Report:
                     "observed: start them with the spawn method, or run one process per rank under a launcher "
                     "(--nproc N)")
     if not facts.backwards and not facts.updates:
-        why = ("the script exited (sys.exit) before any training was observed" if outcome.get("exit_called") else
+        why = (f"the script exited ({exit_name(outcome)}) before any training was observed"
+               if outcome.get("exit_called") else
                "no training was observed: the script never called backward() or updated a parameter")
         return _set(report, "script-failed", EXIT_SCRIPT_FAILED, why)
+    early = early_end(outcome, facts, run.record)
+    if early:
+        return _set(report, "script-failed", EXIT_SCRIPT_FAILED, early)
+    if facts.stopped:
+        report.stopped = facts.stopped
+        report.notes.append(f"training stopped in the middle of a pass ({stopped_where(facts.stopped)}): a break out "
+                            "of the training loop; what ran is what was judged")
     report.findings = [_judged(probe, run.record, facts) for probe in PROBES]
     return _conclude(report)
+
+
+def exit_name(outcome: dict) -> str:
+    return f"os._exit({outcome.get('code', 0)})" if outcome.get("os_exit") else "sys.exit"
+
+
+def stopped_where(stopped: dict) -> str:
+    return f"epoch {stopped['epoch']}, after batch {stopped['batches']} of {stopped['of']}"
+
+
+def seen(facts: RunFacts) -> str:
+    epochs = len(facts.training_passes)
+    return (f"{facts.backwards} backward passes and {facts.updates} updates" +
+            (f" in {epochs} training passes" if epochs else "") + " were seen")
+
+
+def early_end(outcome: dict, facts: RunFacts, found: dict) -> str:
+    """Why a run that trained did not really end, or "": an exit (``sys.exit``, ``os._exit``) from inside a loop of
+    the script or in the middle of a training pass, or training that stopped long before the horizon its own
+    schedule declares."""
+    if outcome.get("exit_called") and outcome.get("code", 0) == 0:
+        where = []
+        if outcome.get("in_loop"):
+            where.append(f"at {outcome['in_loop']}, inside a loop")
+        if outcome.get("open_pass"):
+            open_pass = outcome["open_pass"]
+            of = f" of {open_pass['of']}" if open_pass.get("of") else ""
+            where.append(f"in the middle of a training pass (after batch {open_pass['batches']}{of})")
+        if where:
+            return (f"the script exited ({exit_name(outcome)}) {' and '.join(where)}, while it was still training "
+                    f"({seen(facts)}): an exit in the middle of training is not an ending, and what the rest of the "
+                    "run would show cannot be judged")
+    if facts.stopped:
+        from checker.probes import lr_schedule
+
+        declared = lr_schedule.unfinished(lr_schedule.Observation(**found["observations"].get(lr_schedule.ID, {})))
+        if declared:
+            return (f"training stopped in the middle of a pass ({stopped_where(facts.stopped)}) long before the "
+                    f"end its own schedule declares ({declared}): a break out of the training loop is not an "
+                    f"ending ({seen(facts)})")
+    return ""
 
 
 def _failure(outcome: dict, who: str) -> tuple[str, int, str] | None:
@@ -138,7 +189,8 @@ def _judged(probe, record: dict, facts: RunFacts) -> Finding:
 
 def _unobserved(probe, record: dict, facts: RunFacts) -> Finding | None:
     """The probe's error when the checker could not observe it in this process; None when it could."""
-    trouble = facts.observer_errors.get(probe.ID) or facts.observer_errors.get("session")
+    errors = facts.observer_errors
+    trouble = next(filter(None, (errors.get(who) for who in (probe.ID, "session", *getattr(probe, "USES", ())))), None)
     if trouble or probe.ID not in record["observations"]:
         return Finding(probe.ID, probe.TITLE, ERROR, message=f"the checker could not observe this: {trouble}")
     return None

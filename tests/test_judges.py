@@ -165,3 +165,33 @@ def test_losses_are_judged_per_updater_and_not_when_they_take_both_signs():
     assert rows(health.Observation(), stages)["health.loss-falls"] == PASS  # a teacher's, then a student's loss
     surrogate = facts([("train", 10, 10)], losses=[-0.2, 0.3, -0.1, 0.25, -0.4, 0.1, -0.3, 0.2, -0.35, 0.15])
     assert rows(health.Observation(), surrogate)["health.loss-falls"] == NOT_APPLICABLE
+
+
+def test_a_staircase_of_bursts_fails_where_one_step_per_update_was_due():
+    """OneCycleLR stepped as often as there are updates, but all of an epoch's steps at its end: a staircase."""
+    stairs = [0] * 15 + [16]
+    obs = schedule("OneCycleLR", 48, calls=48, gaps=[0] + stairs * 3)
+    assert status(obs) == FAIL
+    assert "in bursts" in lr_schedule.judge(obs, facts()).message
+    assert status(schedule("OneCycleLR", 48, calls=48, gaps=[1] * 48)) == PASS
+    assert status(schedule("StepLR", calls=3, gaps=[0] + ([0] * 15 + [1]) * 3)) == PASS  # once per epoch
+    resumed = schedule("OneCycleLR", 48, calls=48, gaps=[30] + [1] * 47)  # a fast-forward before training
+    assert status(resumed) == PASS
+
+
+def test_an_epoch_schedule_stepped_per_update_fails_once_its_rate_collapses():
+    per_batch = [0.1 * 0.7 ** n for n in range(48)]  # StepLR(step_size=1, gamma=0.7), stepped per batch
+    assert status(schedule("StepLR", calls=48, lrs=per_batch)) == FAIL
+    gentle = [0.1 * 0.999 ** n for n in range(48)]  # ExponentialLR(gamma=0.999) per batch: a per-step decay
+    assert status(schedule("ExponentialLR", calls=48, lrs=gentle)) == CANNOT_TELL
+    short = [0.1 * 0.7 ** n for n in range(10)]  # 10 updates: the rate fell to 0.03, not yet collapsed
+    assert status(schedule("StepLR", calls=10, updates=10, epochs=2, lrs=short)) == CANNOT_TELL
+
+
+def test_a_decay_stepped_past_its_horizon_fails_and_a_warm_up_does_not():
+    assert status(schedule("CosineAnnealingLR", 10, calls=48, gaps=[1] * 48)) == FAIL  # the cosine climbs back
+    finding = lr_schedule.judge(schedule("CosineAnnealingLR", 10, calls=48, gaps=[1] * 48), facts())
+    assert "ended at update 10 of 48" in finding.message
+    assert status(schedule("PolynomialLR", 20, calls=48)) == FAIL  # stays at zero for the rest of the run
+    assert status(schedule("LinearLR", 10, calls=48)) == PASS
+    assert status(schedule("CosineAnnealingLR", 48, calls=48)) == PASS

@@ -70,12 +70,19 @@ class Session:
 
 @pytest.fixture
 def observed(monkeypatch):
-    """An observer (its wrapper of add_param_group ends with the test) and a function stepping an optimizer."""
+    """An observer, fed each parameter group as the instrumentation would (its wrapper of add_param_group ends with
+    the test), and a function stepping an optimizer."""
     import torch
 
-    monkeypatch.setattr(torch.optim.Optimizer, "add_param_group", torch.optim.Optimizer.add_param_group)
     session = Session()
     observer = decay_groups.Observer(session)
+    original = torch.optim.Optimizer.add_param_group
+
+    def add_param_group(optimizer, param_group):
+        session.listeners[Event.PARAM_GROUP](optimizer, param_group)
+        return original(optimizer, param_group)
+
+    monkeypatch.setattr(torch.optim.Optimizer, "add_param_group", add_param_group)
     kept = []  # optimizers stay alive, as a script's do: ids are not reused
 
     def first_step(optimizer, model=None):

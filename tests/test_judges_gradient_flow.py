@@ -61,31 +61,17 @@ def test_a_failure_still_counts_the_deliberate_part_apart():
 # -- the observer's rules, on tensors and modules made by hand ------------------------------------------------
 
 
-class Session:
-    def __init__(self):
-        self.errors = {}
-        self.listeners = {}
-
-    def on(self, event, owner, callback):
-        self.listeners[event] = callback
-
-
 @pytest.fixture
-def observer(monkeypatch):
-    """An observer whose patches of torch (init functions, loading, registration hooks) end with the test."""
-    import collections
+def observer(tmp_path):
+    """An observer fed by a real instrumentation (init functions, loading, registration hooks), undone after."""
+    from checker.instrument import Instrumentation
+    from checker.session import Session
 
-    import torch
-    from torch.nn.modules import module as hooks
-
-    monkeypatch.setattr(hooks, "_global_parameter_registration_hooks", collections.OrderedDict())
-    monkeypatch.setattr(hooks, "_global_module_registration_hooks", collections.OrderedDict())
-    for name in gradient_flow.INIT_FUNCTIONS:
-        monkeypatch.setattr(torch.nn.init, name, getattr(torch.nn.init, name))
-    monkeypatch.setattr(torch.nn.Module, "load_state_dict", torch.nn.Module.load_state_dict)
-    for cls in (torch.nn.Embedding, torch.nn.EmbeddingBag):
-        monkeypatch.setattr(cls, "from_pretrained", vars(cls)["from_pretrained"])
-    return gradient_flow.Observer(Session())
+    session = Session(str(tmp_path))
+    observer = gradient_flow.Observer(session)
+    Instrumentation(session).install()
+    yield observer
+    session.patches.undo()
 
 
 def test_a_gradient_that_is_a_multiple_of_the_parameter_does_not_depend_on_the_data(observer):

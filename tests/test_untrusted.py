@@ -34,7 +34,15 @@ CASES = [
     ("memory_hog.py", ["--memory", "900"], 3, "more than 900 MB of memory"),
     ("segfaults.py", [], 3, "killed by SIGSEGV"),
     ("exits_early.py", [], 3, "exited (sys.exit) before any training was observed"),
-    ("os_exit_mid_training.py", [], 3, "without the checker's record"),
+    ("os_exit_mid_training.py", [], 3, "exited (os._exit(0)) at tiny.py:20 (in train), inside a loop and in the "
+                                       "middle of a training pass"),
+    ("exits_inside_its_loop.py", [], 3, "exited (sys.exit) at exits_inside_its_loop.py:18 (in <module>), inside a "
+                                       "loop, while it was still training"),
+    ("ends_with_sys_exit.py", [], 0, "no symptom found"),
+    ("os_exit_after_training.py", [], 0, "no symptom found"),
+    ("breaks_before_its_schedule_ends.py", [], 3, "long before the end its own schedule declares (OneCycleLR over "
+                                                 "1600 steps, left at step 38)"),
+    ("breaks_at_max_steps.py", [], 0, "no symptom found"),
     ("fake_report.py", [], 3, "exited (sys.exit) before any training"),
     ("forges_record.py", [], 3, "not written by the checker"),
     ("leaves_a_daemon.py", [], 0, "no symptom found"),
@@ -111,7 +119,8 @@ def test_case_ends_with_its_exit_code_and_message(name, options, code, words, re
 def test_nothing_reports_pass_unless_it_trained_correctly(results):
     done, _, _ = results
     passed = {name for name, result in done.items() if result.returncode == 0}
-    assert passed == {"trains.py", "leaves_a_daemon.py"}
+    assert passed == {"trains.py", "leaves_a_daemon.py", "ends_with_sys_exit.py", "os_exit_after_training.py",
+                      "breaks_at_max_steps.py"}
 
 
 def test_no_process_is_left_running(folder, results):
@@ -154,3 +163,10 @@ def test_ctrl_c_stops_the_script_and_everything_it_started(folder):
     assert "interrupted: the script and everything it started were stopped" in out
     assert "Stopped before the end" in out and "Edit the script" not in out
     assert leftovers([str(folder / "sleeps.py")]) == []
+
+
+def test_a_break_at_a_step_budget_is_judged_on_what_ran_and_said_so(results):
+    done, _, _ = results
+    doc = json.loads(done["breaks_at_max_steps.py"].stdout)
+    assert any(note.startswith("training stopped in the middle of a pass (epoch 3, after batch 6 of 12)")
+               for note in doc["notes"]), doc["notes"]

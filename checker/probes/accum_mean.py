@@ -138,13 +138,18 @@ class Observer:
     def on_grad(self, p, grad) -> None:
         if not self.recording or self.done:
             return
+        from checker.tensors import any_nonzero, plain
+
+        if not plain(grad):
+            self.why = self.why or f"gradients of a kind not compared ({grad.layout}, sparse or nested)"
+            return
         entry = self.sums.get(id(p))
         if entry is None:
-            if p.grad is not None and bool(p.grad.ne(0).any()):
+            if p.grad is not None and any_nonzero(p.grad):
                 self.why = self.why or "gradients left from before the window"
             self.sums[id(p)] = [weakref.ref(p), grad.detach().float().clone()]
             return
-        if p.grad is None or not bool(p.grad.ne(0).any()):
+        if p.grad is None or not any_nonzero(p.grad):
             self.why = self.why or "gradients reset between the micro-batches"
         entry[1].add_(grad.detach().float())
 

@@ -35,6 +35,7 @@ from checker.probes import lm_trace
 
 ID = "causality"
 TITLE = "outputs do not see later tokens"
+USES = (lm_trace.OWNER,)  # the shared trace whose errors are this probe's too
 SYMPTOM_ID, SYMPTOM = "future-tokens", "how much the outputs before a position change when later tokens change"
 THRESHOLD = lm_trace.UNCHANGED
 

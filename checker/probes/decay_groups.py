@@ -46,7 +46,6 @@ Cost: a look at each optimizer's groups at its first step; nothing per step.
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 
 from checker.events import Event
@@ -80,15 +79,11 @@ class Observer:
         self.models: dict[int, object] = {}  # top-level modules run: id -> weak reference
         session.on(Event.FORWARD, ID, self.on_forward)
         session.on(Event.UPDATE_PRE, ID, self.on_update)
-        original = torch.optim.Optimizer.add_param_group
+        session.on(Event.PARAM_GROUP, ID, self.on_param_group)
 
-        @functools.wraps(original)
-        def add_param_group(optimizer, param_group: dict) -> None:
-            if isinstance(param_group, dict) and "weight_decay" in param_group:
-                self.stated.add(id(param_group))
-            return original(optimizer, param_group)
-
-        torch.optim.Optimizer.add_param_group = add_param_group
+    def on_param_group(self, optimizer, param_group) -> None:
+        if isinstance(param_group, dict) and "weight_decay" in param_group:
+            self.stated.add(id(param_group))
 
     def on_forward(self, forward) -> None:
         self.models.setdefault(forward.module, forward.ref)

@@ -130,7 +130,6 @@ class Observation:
 class Observer:
     def __init__(self, session):
         import torch
-        from torch.nn.modules import module as module_hooks
 
         self.session = session
         self._compiling = torch.compiler.is_compiling
@@ -139,7 +138,7 @@ class Observer:
         self.attempts = 0
         self._pending = None  # the top-level forward running now, whose arguments are due
         self._kept: dict[int, tuple[Any, tuple, dict]] = {}  # forward index -> (forward, args, kwargs)
-        self._handle = module_hooks.register_module_forward_hook(self._after, with_kwargs=True)
+        self._handle = session.patches.forward_hook(ID, self._after, with_kwargs=True)
         session.on(Event.FORWARD, ID, self.on_forward)
         session.on(Event.UPDATE_PRE, ID, self.on_update)
         session.on(Event.BACKWARD, ID, self.on_backward)
@@ -185,7 +184,7 @@ class Observer:
         self.done = True
         self._pending = None
         self._kept.clear()
-        self._handle.remove()
+        self.session.patches.remove(self._handle)
 
     def summary(self) -> Observation:
         if not self.done:
@@ -212,6 +211,9 @@ def check(session, module, args: tuple, kwargs: dict) -> Observation:
         module = module.module
     if type(module).__name__ == "OptimizedModule":
         obs.problem = "the model is compiled (torch.compile): an eager copy would not run the code that trained"
+        return obs
+    if any(p.is_complex() for p in module.parameters()):
+        obs.problem = "the model has complex parameters: a slope along a real direction would not be their gradient"
         return obs
     device = next((p.device for p in module.parameters()), torch.device("cpu"))
     with quiet(session), forked_rng(device), torch.inference_mode(False), torch.enable_grad(), \
@@ -408,8 +410,13 @@ def inputs_of(args: tuple, kwargs: dict, samples: int | None) -> tuple[tuple, di
     leading dimension is the batch's cut to its first ``samples`` (None when nothing would be cut)."""
     import torch
 
-    first = next((t for t in tensors((args, kwargs)) if t.dim() >= 1), None)
-    size = first.shape[0] if first is not None else None
+    from checker import tensors as kinds
+
+    found = tensors((args, kwargs))
+    if samples is not None and not all(kinds.plain(t) for t in found):
+        return None  # a sparse adjacency, a nested batch: rows that cannot be cut, or whose cut changes the graph
+    first = next((t for t in found if t.dim() >= 1), None)
+    size = kinds.leading(first) if first is not None else None
     if samples is not None and (size is None or size <= samples):
         return None
 
@@ -418,7 +425,7 @@ def inputs_of(args: tuple, kwargs: dict, samples: int | None) -> tuple[tuple, di
             t = value.detach()
             if samples is not None and t.dim() >= 1 and t.shape[0] == size:
                 t = t[:samples]
-            return t.double() if t.is_floating_point() else t
+            return t.to(torch.float64) if t.is_floating_point() else t
         if isinstance(value, (tuple, list)):
             return type(value)(convert(v) for v in value) if type(value) in (tuple, list) else value
         if isinstance(value, dict):
@@ -429,8 +436,10 @@ def inputs_of(args: tuple, kwargs: dict, samples: int | None) -> tuple[tuple, di
 
 
 def leading(inputs: tuple[tuple, dict]) -> int:
+    from checker import tensors as kinds
+
     first = next((t for t in tensors(inputs) if t.dim() >= 1), None)
-    return int(first.shape[0]) if first is not None else 0
+    return (kinds.leading(first) or 0) if first is not None else 0
 
 
 def unit(vectors: list) -> list:

@@ -60,9 +60,10 @@ taken when the parameter is registered (a global registration hook), refreshed
 by every ``torch.nn.init`` function applied to it (also through ``.data``) and
 whenever its module is attached to a parent, compared with a relative tolerance
 of 1e-2 (a dtype or device change keeps a match). A parameter that replaces
-another under the same name gets no fingerprint. The observer wraps the
-``torch.nn.init`` functions, ``Module.load_state_dict`` and ``from_pretrained``
-to see this; they cost a copy of 8 values per call, at construction.
+another under the same name gets no fingerprint. The instrumentation's
+REGISTERED, ATTACHED, INIT, LOAD_STATE and PRETRAINED events (registration hooks;
+the ``torch.nn.init`` functions, ``Module.load_state_dict`` and ``from_pretrained``
+wrapped) show this; they cost a copy of 8 values per call, at construction.
 
 Why a correct script cannot fail: a parameter that ran in a training forward with
 autograd on receives the loss's gradient through that use unless something cut
@@ -80,7 +81,6 @@ forward.
 """
 from __future__ import annotations
 
-import functools
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,8 +98,6 @@ FIRST_TESTED, EVERY = 16, 8  # contributions read one by one, then every EVERY-t
 FIRST_UPDATES = 16  # updates whose learning rates are read one by one, then every EVERY-th
 HEAD = 8  # values kept as a parameter's fingerprint
 SAME = 1e-2  # relative tolerance of two fingerprints
-INIT_FUNCTIONS = ("constant_", "dirac_", "eye_", "kaiming_normal_", "kaiming_uniform_", "normal_", "ones_",
-                  "orthogonal_", "sparse_", "trunc_normal_", "uniform_", "xavier_normal_", "xavier_uniform_", "zeros_")
 SHOWN = 6
 
 
@@ -154,48 +152,13 @@ class Observer:
         session.on(Event.MODULE, ID, self.on_module)
         session.on(Event.FORWARD, ID, self.on_forward)
         session.on(Event.UPDATE_PRE, ID, self.on_update)
-        self._install()
+        session.on(Event.REGISTERED, ID, self.on_register)
+        session.on(Event.ATTACHED, ID, self.on_attach)
+        session.on(Event.INIT, ID, self.on_init)
+        session.on(Event.LOAD_STATE, ID, self.on_load)
+        session.on(Event.PRETRAINED, ID, self.on_pretrained)
 
     # -- where values come from ---------------------------------------------------
-    def _install(self) -> None:
-        torch = self.torch
-        hooks = torch.nn.modules.module
-        hooks.register_module_parameter_registration_hook(self._guarded(self.on_register))
-        hooks.register_module_module_registration_hook(self._guarded(self.on_attach))
-        for name in INIT_FUNCTIONS:
-            if hasattr(torch.nn.init, name):
-                setattr(torch.nn.init, name, self._after(getattr(torch.nn.init, name), self.on_init))
-        torch.nn.Module.load_state_dict = self._after(torch.nn.Module.load_state_dict, self.on_load)
-        for cls in (torch.nn.Embedding, torch.nn.EmbeddingBag):
-            cls.from_pretrained = classmethod(self._after(cls.from_pretrained.__func__, self.on_pretrained))
-
-    def _guarded(self, hook):
-        """A hook that never breaks the script: a failure is this probe's error, and it stops observing."""
-        def guarded(*args: Any) -> None:
-            if ID in self.session.errors:
-                return None
-            try:
-                hook(*args)
-            except Exception as exc:  # noqa: BLE001 - a probe's bug must never break the user's script
-                self.session.errors[ID] = f"{type(exc).__name__}: {exc}"
-            return None
-
-        return guarded
-
-    def _after(self, original, look):
-        """``original``, then ``look(result, *args)``, except inside code torch.compile traces."""
-        look = self._guarded(look)
-        compiling = self.torch.compiler.is_compiling
-
-        @functools.wraps(original)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            result = original(*args, **kwargs)
-            if not compiling():
-                look(result, *args)
-            return result
-
-        return wrapper
-
     def head(self, p) -> Any:
         """The first values of ``p`` (a copy, no host sync), or None for a tensor without data."""
         if p.is_meta or self.is_lazy(p) or p.layout != self.torch.strided:
@@ -235,7 +198,7 @@ class Observer:
             for p in module.parameters():
                 self.built(p)
 
-    def on_init(self, result, tensor=None, *args: Any) -> None:
+    def on_init(self, tensor) -> None:
         if not isinstance(tensor, self.torch.Tensor) or tensor.is_meta or tensor.layout != self.torch.strided:
             return
         found = self.origin(tensor)
@@ -248,13 +211,13 @@ class Observer:
             tensor = p
         self.built(tensor)
 
-    def on_load(self, result, module=None, *args: Any) -> None:
+    def on_load(self, module, state_dict, result) -> None:
         missing = set(getattr(result, "missing_keys", ()))
         for name, p in module.named_parameters():
             if name not in missing:
                 self.mark_loaded(p)
 
-    def on_pretrained(self, module, *args: Any) -> None:
+    def on_pretrained(self, module) -> None:
         for p in module.parameters():
             self.mark_loaded(p)
 

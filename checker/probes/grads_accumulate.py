@@ -40,11 +40,15 @@ class Observer:
         session.on(Event.UPDATE_POST, ID, self.on_update_post)
 
     def on_grad(self, p, grad) -> None:
-        if id(p) in self.old and (p.grad is None or not bool(p.grad.ne(0).any())):
+        from checker.tensors import any_nonzero
+
+        if id(p) in self.old and (p.grad is None or not any_nonzero(p.grad)):
             self.old.discard(id(p))
 
     def on_update_pre(self, update) -> None:
-        stale = sum(1 for p in update.params if id(p) in self.old and p.grad is not None and bool(p.grad.ne(0).any()))
+        from checker.tensors import any_nonzero
+
+        stale = sum(1 for p in update.params if id(p) in self.old and p.grad is not None and any_nonzero(p.grad))
         self.obs.updates += 1
         self.obs.stale_updates += stale > 0
         self.obs.stale_params_per_update.append(stale)

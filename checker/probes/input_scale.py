@@ -28,7 +28,8 @@ passes when every judged model's first layer got inputs at or below the threshol
 or is a normalisation layer (it standardises what it gets, by batch or by sample:
 pass, with the reason); cannot tell when the first layer's input was never a
 tensor; n/a when no training forward was seen, or every judged first layer got
-integer inputs (token ids).
+integer inputs (token ids) or a tensor whose values are not features to measure
+(sparse, nested, complex, quantized).
 
 Why a correct script does not fail. Standardised features, images in [0, 1] or
 normalised, embeddings, noise and the outputs of a frozen (no-grad) extractor are
@@ -52,7 +53,7 @@ TITLE = "inputs are on a unit scale"
 SYMPTOM_ID, SYMPTOM = "first-layer-input", "scale of the first layer's inputs"
 FORWARDS = 16  # top-level forwards with autograd on whose first layer is measured
 THRESHOLD = 8.0  # RMS of the first layer's input above which a model fails
-FLOAT, INTEGER, NORMALISING, OTHER = "float", "integer", "normalising", "other"
+FLOAT, INTEGER, NORMALISING, UNREAD, OTHER = "float", "integer", "normalising", "unread", "other"
 NORM_LAYERS = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d",
                "SyncBatchNorm", "LayerNorm", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
                "LocalResponseNorm", "RMSNorm")
@@ -68,25 +69,24 @@ class Observation:
 
 class Observer:
     def __init__(self, session):
-        from torch.nn.modules import module as module_hooks
-
         self.session = session
         self.samples: list[dict] = []
         self._looking = False
         self._top: tuple[int, int, str] = (0, 0, "")  # the top-level forward running now: index, id(), class name
-        self._handle = module_hooks.register_module_forward_pre_hook(self._before)
+        self._handle = session.patches.forward_pre_hook(ID, self._before)
 
     def _before(self, module, args) -> None:
         import torch
         from torch import nn
 
+        from checker import tensors
         from checker.session import observable
 
         if not observable():  # traced by torch.compile, or recomputed inside a backward pass
             return
         if self.session.forward is None:  # a top-level call: a forward starts, unless it is a loss
             if len(self.samples) >= FORWARDS:
-                self._handle.remove()
+                self.session.patches.remove(self._handle)
                 return
             self._looking = torch.is_grad_enabled() and not isinstance(module, nn.modules.loss._Loss)
             self._top = (len(self.session.forwards), id(module), type(module).__name__)
@@ -102,15 +102,17 @@ class Observer:
         x = args[0] if args else None
         if name in NORM_LAYERS:
             sample["kind"] = NORMALISING
-        elif isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel():
+        elif isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() and tensors.plain(x):
             rms = float(torch.linalg.vector_norm(x.detach().float()) / math.sqrt(x.numel()))
             sample.update(kind=FLOAT, rms=rms if math.isfinite(rms) else None)
-        elif isinstance(x, torch.Tensor) and not x.is_floating_point() and not x.is_complex():
+        elif isinstance(x, torch.Tensor) and not x.is_floating_point() and not x.is_complex() and tensors.plain(x):
             sample["kind"] = INTEGER
+        elif isinstance(x, torch.Tensor):  # sparse, nested, complex, quantized, meta, a wrapper: not features to measure
+            sample["kind"] = UNREAD
         self.samples.append(sample)
 
     def summary(self) -> Observation:
-        self._handle.remove()
+        self.session.patches.remove(self._handle)
         forwards = self.session.forwards
         models: dict[int, dict] = {}
         for s in self.samples:
@@ -168,6 +170,10 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
         return Finding(ID, TITLE, PASS, measured, f"≤ {THRESHOLD:g}", "; ".join(parts), observed="; ".join(seen))
     if any(row["kind"] == INTEGER for row in obs.models):
         why = "the first layer of every trained model received integer inputs (token ids into an embedding)"
+        return Finding(ID, TITLE, NOT_APPLICABLE, message=f"not judged: {why}", observed=why)
+    if any(row["kind"] == UNREAD for row in obs.models):
+        why = ("the first layer of every trained model received a tensor whose values are not read as features "
+               "(sparse, nested, complex or quantized)")
         return Finding(ID, TITLE, NOT_APPLICABLE, message=f"not judged: {why}", observed=why)
     why = "the first layer's input was not a tensor (a packed sequence, a structure) in any training forward"
     return Finding(ID, TITLE, CANNOT_TELL, message=why, observed=why)

@@ -66,6 +66,9 @@ class TraceResult:
     tests: list[Causal] = field(default_factory=list)
 
 
+OWNER = "lm-trace"  # the trace's own name for its subscriptions and errors; the probes that use it name it in USES
+
+
 def trace(session) -> "Trace":
     found = getattr(session, "_kata_lm_trace", None)
     if found is None:
@@ -76,8 +79,6 @@ def trace(session) -> "Trace":
 
 class Trace:
     def __init__(self, session):
-        from torch.nn.modules import module as module_hooks
-
         self.session = session
         self.result = TraceResult()
         self.done = False
@@ -90,13 +91,12 @@ class Trace:
         self._current: tuple | None = None  # (forward, args, kwargs, tokens) of the forward running now
         self._args: tuple | None = None  # (module, args, kwargs) of a top-level call about to start
         self._due_forward = None  # a forward whose full arguments the perturbation test waits for
-        self._pre = module_hooks.register_module_forward_pre_hook(self._before)
-        self._handles = [self._pre,
-                         module_hooks.register_module_forward_hook(self._after, with_kwargs=True)]
-        session.on(Event.FORWARD, "lm-trace", self.on_forward)
-        session.on(Event.LOSS, "lm-trace", self.on_loss)
-        session.on(Event.BACKWARD, "lm-trace", self.on_quiet)
-        session.on(Event.UPDATE_PRE, "lm-trace", self.on_quiet)
+        self._pre = session.patches.forward_pre_hook(OWNER, self._before)
+        self._handles = [self._pre, session.patches.forward_hook(OWNER, self._after, with_kwargs=True)]
+        session.on(Event.FORWARD, OWNER, self.on_forward)
+        session.on(Event.LOSS, OWNER, self.on_loss)
+        session.on(Event.BACKWARD, OWNER, self.on_quiet)
+        session.on(Event.UPDATE_PRE, OWNER, self.on_quiet)
 
     # -- keeping the token forwards' arguments ----------------------------------
     def on_forward(self, forward) -> None:
@@ -165,7 +165,7 @@ class Trace:
         if self._due_forward is None:
             self._pending = None
             for handle in self._handles:
-                handle.remove()
+                self.session.patches.remove(handle)
             self._handles = []
 
     # -- reading the loss ------------------------------------------------------------

@@ -49,6 +49,7 @@ WARMUP = {"LinearLR", "ConstantLR"}
 HORIZONS = {"OneCycleLR": "total_steps", "CosineAnnealingLR": "T_max", "LinearLR": "total_iters",
             "ConstantLR": "total_iters", "PolynomialLR": "total_iters"}
 COLLAPSE, COLLAPSED_SHARE = 1e-6, 0.25
+RATE_FLOOR = 1e-2  # a rate this far below its start, and below where its epochs would leave it, has collapsed
 ZERO = 1e-9  # a LambdaLR multiplier this small, relative to its largest before, is zero: the end of its horizon
 
 
@@ -68,6 +69,9 @@ class ScheduleRecord:
     start: int = 0  # its step count (last_epoch) before its first step() call: above 0 when loaded from a checkpoint
     end: int = 0  # its step count after its latest step() call
     resumes: int = 0  # schedulers that continued this one from a checkpoint, merged into this record
+    gaps: list[int] = field(default_factory=list)  # per update of its optimizer: its step() calls since the update
+    # before (the first: since it was built)
+    pending: int = 0  # step() calls since its optimizer's latest update
 
 
 @dataclass
@@ -118,6 +122,7 @@ class Observer:
             record.updates_at_first_call = record.updates
             record.skipped_before_first_call = self.session.scaler_skips > 0
         record.calls += 1
+        record.pending += 1
 
     def on_update(self, update) -> None:
         for scheduler, record, passes in zip(self.schedulers, self.records, self.passes):
@@ -125,6 +130,8 @@ class Observer:
                 record.updates += 1
                 record.backwards += self.backwards_since_update
                 record.lrs.append(float(update.optimizer.param_groups[0]["lr"]))
+                record.gaps.append(record.pending)
+                record.pending = 0
                 if update.pass_index is not None:
                     passes.add(update.pass_index)
         if not update.manual:
@@ -149,7 +156,7 @@ def resumed(records: list[ScheduleRecord], passes: list[set]) -> tuple[list[Sche
                         and kept[i].type == record.type and not kept[i].nested and kept[i].calls
                         and kept[i].end == record.start), None)
         if earlier is None:
-            kept.append(replace(record, lrs=list(record.lrs)))
+            kept.append(replace(record, lrs=list(record.lrs), gaps=list(record.gaps)))
             kept_passes.append(set(seen))
             firsts.append(i)
             continue
@@ -158,12 +165,22 @@ def resumed(records: list[ScheduleRecord], passes: list[set]) -> tuple[list[Sche
         joined.updates += record.updates
         joined.backwards += record.backwards
         joined.lrs += record.lrs
+        joined.gaps += record.gaps
         joined.end = record.end
         joined.resumes += 1
         if joined.updates_at_first_call is None:
             joined.updates_at_first_call = record.updates_at_first_call
         kept_passes[earlier] |= seen
     return kept, kept_passes, firsts
+
+
+def unfinished(obs: Observation) -> str | None:
+    """A schedule the run left before half its own horizon, as ``"OneCycleLR over 1000 steps, left at step 30"``;
+    None when every schedule with a horizon got at least half way (or none has one)."""
+    for r in obs.schedulers:
+        if r.horizon and r.calls and not r.nested and r.end < r.horizon / 2:
+            return f"{r.type} over {r.horizon} steps, left at step {r.end}"
+    return None
 
 
 def lambda_horizon(scheduler, limit: int) -> int | None:
@@ -220,72 +237,189 @@ def ends_at_zero(lrs: list[float]) -> bool:
     return last < before and last <= 0.05 * max(lrs) and 2 * last - before <= 1e-12 * max(lrs)
 
 
-def judge_one(r: ScheduleRecord) -> tuple[str, str, str]:
-    """(status, message, observed) for one scheduler: the diagnosis, and the curve as it was seen."""
-    name, how = r.type, granularity(r)
-    stepped = {"update": "once per optimizer step", "epoch": "once per epoch", "either": "once per epoch",
-               "other": f"{r.calls} times in {r.updates} updates and {r.epochs} epochs"}[how]
-    changed = f"the schedule advanced {r.calls} times in {r.updates} updates and {r.epochs} epochs"
+Verdict = tuple[str, str, str]  # (status, the diagnosis, what was seen)
+
+
+def stepped(r: ScheduleRecord) -> str:
+    return {"update": "once per optimizer step", "epoch": "once per epoch", "either": "once per epoch",
+            "other": f"{r.calls} times in {r.updates} updates and {r.epochs} epochs"}[granularity(r)]
+
+
+def never_stepped(r: ScheduleRecord) -> Verdict | None:
     if r.calls == 0:
-        return (CANNOT_TELL, f"{name} was never stepped while its optimizer made {r.updates} updates",
+        return (CANNOT_TELL, f"{r.type} was never stepped while its optimizer made {r.updates} updates",
                 f"the learning rate kept its first value through all {r.updates} updates")
+    return None
+
+
+def per_micro_batch(r: ScheduleRecord) -> Verdict | None:
     if per_backward(r):
-        return FAIL, (f"{name} was stepped once per backward pass ({r.calls} times) while its optimizer stepped "
+        return FAIL, (f"{r.type} was stepped once per backward pass ({r.calls} times) while its optimizer stepped "
                       f"once every {r.backwards / r.updates:.0f} backward passes ({r.updates} updates): the schedule "
                       f"ran {r.calls / r.updates:.0f} times ahead"), (
-            f"the learning rate moved {r.calls / r.updates:.0f} steps along {name}'s curve between updates")
+            f"the learning rate moved {r.calls / r.updates:.0f} steps along {r.type}'s curve between updates")
+    return None
+
+
+def ahead_of_first_update(r: ScheduleRecord) -> Verdict | None:
     if r.updates_at_first_call == 0 and not r.skipped_before_first_call:
-        return FAIL, (f"{name} was stepped before its optimizer's first update, so the learning rate ran one step "
-                      "ahead of the schedule"), f"the first update already used the second value of {name}'s curve"
+        return FAIL, (f"{r.type} was stepped before its optimizer's first update, so the learning rate ran one step "
+                      "ahead of the schedule"), f"the first update already used the second value of {r.type}'s curve"
+    return None
+
+
+def in_bursts(r: ScheduleRecord) -> Verdict | None:
+    """A staircase: the schedule stood still for several updates, then advanced several steps at once, again and
+    again (``scheduler.step()`` called once per batch, but all of them at the end of the epoch). The rate applied
+    at each update is then not the schedule's value for that update: most of its values are never used."""
+    later = r.gaps[1:]  # the first gap may be a resume's fast-forward before training
+    bursts, stalls, still = [], [], 0  # each burst, and the updates at one rate before it
+    for gap in later:
+        if gap == 0:
+            still += 1
+        elif gap >= 2:
+            bursts.append(gap)
+            stalls.append(still)
+            still = 0
+        else:
+            still = 0
+    if len(bursts) < 2 or sorted(stalls)[len(stalls) // 2] < 1:
+        return None
+    jump, run = sorted(bursts)[len(bursts) // 2], sorted(stalls)[len(stalls) // 2] + 1
+    unused = sum(bursts) - len(bursts)
+    return FAIL, (f"{r.type} was stepped in bursts: {len(bursts)} times it advanced {jump} steps at once between two "
+                  f"updates, after {run} updates at one rate, so the rate applied at each update was not the "
+                  f"schedule's value for it ({unused} of its {r.calls} values were never applied)"), (
+        f"the learning rate stayed at one value for {run} updates, then jumped {jump} values along {r.type}'s "
+        f"curve, {len(bursts)} times")
+
+
+def collapsed(r: ScheduleRecord) -> Verdict | None:
     start = r.lrs[0] if r.lrs else 0.0
-    collapsed = sum(1 for lr in r.lrs if start > 0 and lr < COLLAPSE * start)
-    if r.lrs and collapsed >= COLLAPSED_SHARE * len(r.lrs):
-        return FAIL, (f"stepped {stepped}, {name} drove the learning rate below {COLLAPSE:g} of its start at "
-                      f"{collapsed} of {len(r.lrs)} updates"), (
-            f"the learning rate was below {COLLAPSE:g} of its start at {collapsed} of {len(r.lrs)} updates")
-    if how == "either":
-        return (CANNOT_TELL, f"{name}: one update per epoch, so per-step and per-epoch stepping look alike",
+    low = sum(1 for lr in r.lrs if start > 0 and lr < COLLAPSE * start)
+    if r.lrs and low >= COLLAPSED_SHARE * len(r.lrs):
+        return FAIL, (f"stepped {stepped(r)}, {r.type} drove the learning rate below {COLLAPSE:g} of its start at "
+                      f"{low} of {len(r.lrs)} updates"), (
+            f"the learning rate was below {COLLAPSE:g} of its start at {low} of {len(r.lrs)} updates")
+    return None
+
+
+def counts_epochs(r: ScheduleRecord) -> bool:
+    """Whether the scheduler's own settings count in epochs: StepLR, MultiStepLR, ExponentialLR and
+    ReduceLROnPlateau by their documentation, or a horizon equal to the run's number of epochs."""
+    return r.base in PER_EPOCH or (bool(r.horizon) and r.horizon == r.epochs)
+
+
+def collapsed_against_settings(r: ScheduleRecord) -> Verdict | None:
+    """A schedule whose settings count in epochs, stepped once per update until its rate collapsed: a hundred
+    times below its start, and a hundred times below where as many steps as the run had epochs leave it."""
+    if granularity(r) != "update" or not counts_epochs(r) or not r.lrs or not 1 <= r.epochs < len(r.lrs):
+        return None
+    start, end, pace = r.lrs[0], r.lrs[-1], r.lrs[r.epochs]
+    if start <= 0 or not (end < RATE_FLOOR * start and end < RATE_FLOOR * pace):
+        return None
+    return FAIL, (f"{r.type}'s settings count in epochs, but it was stepped once per optimizer step: after "
+                  f"{r.updates} steps the learning rate was {end / start:.1e} of its start, where its {r.epochs} "
+                  f"epochs would have left it at {pace / start:.2g}: the rate collapsed and training stalls"), (
+        f"the learning rate fell to {end / start:.1e} of its start within the run's {r.epochs} epochs")
+
+
+def past_its_horizon(r: ScheduleRecord) -> Verdict | None:
+    """A decaying schedule stepped beyond the horizon its own settings declare: its curve ended inside the run
+    (a cosine then climbs back up, a polynomial or a function that reached zero stays there)."""
+    steps = max(r.end, r.start + r.calls)  # the step count it reached
+    if not r.horizon or r.base in WARMUP or r.base in PER_STEP or steps <= r.horizon + max(1, round(0.05 * r.horizon)):
+        return None
+    reached, total = None, 0
+    for k, gap in enumerate(r.gaps):
+        total += gap
+        if total >= r.horizon and reached is None:
+            reached = k + 1
+    after = "rose again" if r.base == "CosineAnnealingLR" else "stayed at its final value"
+    unit = (", this run's number of epochs," if r.horizon == r.epochs and not near(r.horizon, r.updates) else "")
+    at = f" at update {reached} of {r.updates}" if reached else ""
+    return FAIL, (f"{r.type}'s horizon of {r.horizon} steps{unit} ended{at}: it was stepped {stepped(r)}, "
+                  f"{steps} times, so its curve ended inside the run and the learning rate then {after}"), (
+        f"the learning rate ran through {r.type}'s whole curve of {r.horizon} values{at}, then {after}")
+
+
+def one_update_per_epoch(r: ScheduleRecord) -> Verdict | None:
+    if granularity(r) == "either":
+        return (CANNOT_TELL, f"{r.type}: one update per epoch, so per-step and per-epoch stepping look alike",
                 "one update per epoch: the curve cannot show at which pace it was meant to move")
-    horizon = r.horizon or r.updates
-    if r.base in PER_STEP:
-        if how == "update":
-            return (PASS, f"{name} was stepped once per optimizer step, as its schedule over steps needs",
-                    f"the learning rate followed {name}'s curve, one value per update")
-        if how == "epoch":
-            return FAIL, (f"{name} is a schedule over optimizer steps (it expects {r.horizon or 'one step per update'}) "
-                          f"but was stepped once per epoch: {r.calls} times in {r.updates} updates"), (
-                f"in {r.updates} updates the learning rate moved through {r.calls} of the {horizon} values of "
-                f"{name}'s curve")
-    if r.horizon and (r.base in HORIZONS or r.base == "LambdaLR"):
-        if (how == "epoch" or (how == "other" and r.calls <= r.updates // 2)) and near(r.horizon, r.updates) \
-                and r.horizon != r.epochs:
-            return FAIL, (f"{name}'s horizon ({r.horizon}) is this run's number of optimizer steps, but it was "
-                          f"stepped {'once per epoch: ' if how == 'epoch' else 'only '}{r.calls} times in "
-                          f"{r.updates} updates"), (
-                f"in {r.updates} updates the learning rate moved through {r.calls} of the {r.horizon} values of "
-                f"{name}'s curve")
-        if how == "update" and r.horizon == r.epochs and not near(r.horizon, r.updates):
-            return FAIL, (f"{name}'s horizon ({r.horizon}) is this run's number of epochs, but it was stepped once "
-                          f"per optimizer step: it ran through its schedule {r.updates / r.horizon:.0f} times"), (
-                f"in {r.updates} updates the learning rate ran through {name}'s whole curve of {r.horizon} values "
-                f"{r.updates / r.horizon:.0f} times")
-        if how == "epoch" and abs(r.horizon - r.epochs) <= 1:
-            return (PASS, f"{name} was stepped once per epoch over a horizon of {r.horizon} epochs",
-                    f"the learning rate followed {name}'s curve over the run's {r.epochs} epochs")
-        if how == "update" and (near(r.horizon, r.updates) or (r.base in WARMUP and r.horizon < r.updates)):
-            return (PASS, f"{name} was stepped once per optimizer step over a horizon of {r.horizon} steps",
-                    f"the learning rate followed {name}'s curve over the run's {r.updates} updates")
-        return CANNOT_TELL, (f"{name} was stepped {stepped}; its horizon ({r.horizon}) matches neither this run's "
-                             f"{r.updates} optimizer steps nor its {r.epochs} epochs"), (
-            f"{name}'s curve has {r.horizon} values; {changed}")
-    if r.base in PER_EPOCH and how == "epoch":
-        return (PASS, f"{name}, an epoch schedule, was stepped once per epoch",
-                f"the learning rate followed {name}'s curve, one value per epoch")
-    if how == "update" and ends_at_zero(r.lrs):
-        return (PASS, f"{name} was stepped once per optimizer step and its rate reaches zero at the run's last step",
+    return None
+
+
+def step_schedule(r: ScheduleRecord) -> Verdict | None:
+    """OneCycleLR and CyclicLR schedule optimizer steps by definition."""
+    if r.base not in PER_STEP:
+        return None
+    how, horizon = granularity(r), r.horizon or r.updates
+    if how == "update":
+        return (PASS, f"{r.type} was stepped once per optimizer step, as its schedule over steps needs",
+                f"the learning rate followed {r.type}'s curve, one value per update")
+    if how == "epoch":
+        return FAIL, (f"{r.type} is a schedule over optimizer steps (it expects {r.horizon or 'one step per update'}) "
+                      f"but was stepped once per epoch: {r.calls} times in {r.updates} updates"), (
+            f"in {r.updates} updates the learning rate moved through {r.calls} of the {horizon} values of "
+            f"{r.type}'s curve")
+    return None
+
+
+def horizon_of_the_run(r: ScheduleRecord) -> Verdict | None:
+    """A horizon (``T_max``, ``total_iters``, a LambdaLR's zero) read against the run's updates and epochs."""
+    if not r.horizon or not (r.base in HORIZONS or r.base == "LambdaLR"):
+        return None
+    how = granularity(r)
+    if (how == "epoch" or (how == "other" and r.calls <= r.updates // 2)) and near(r.horizon, r.updates) \
+            and r.horizon != r.epochs:
+        return FAIL, (f"{r.type}'s horizon ({r.horizon}) is this run's number of optimizer steps, but it was "
+                      f"stepped {'once per epoch: ' if how == 'epoch' else 'only '}{r.calls} times in "
+                      f"{r.updates} updates"), (
+            f"in {r.updates} updates the learning rate moved through {r.calls} of the {r.horizon} values of "
+            f"{r.type}'s curve")
+    if how == "epoch" and abs(r.horizon - r.epochs) <= 1:
+        return (PASS, f"{r.type} was stepped once per epoch over a horizon of {r.horizon} epochs",
+                f"the learning rate followed {r.type}'s curve over the run's {r.epochs} epochs")
+    if how == "update" and (near(r.horizon, r.updates) or (r.base in WARMUP and r.horizon < r.updates)):
+        return (PASS, f"{r.type} was stepped once per optimizer step over a horizon of {r.horizon} steps",
+                f"the learning rate followed {r.type}'s curve over the run's {r.updates} updates")
+    return CANNOT_TELL, (f"{r.type} was stepped {stepped(r)}; its horizon ({r.horizon}) matches neither this run's "
+                         f"{r.updates} optimizer steps nor its {r.epochs} epochs"), (
+        f"{r.type}'s curve has {r.horizon} values; the schedule advanced {r.calls} times in {r.updates} updates "
+        f"and {r.epochs} epochs")
+
+
+def epoch_schedule(r: ScheduleRecord) -> Verdict | None:
+    if r.base in PER_EPOCH and granularity(r) == "epoch":
+        return (PASS, f"{r.type}, an epoch schedule, was stepped once per epoch",
+                f"the learning rate followed {r.type}'s curve, one value per epoch")
+    return None
+
+
+def decays_to_zero(r: ScheduleRecord) -> Verdict | None:
+    if granularity(r) == "update" and ends_at_zero(r.lrs):
+        return (PASS, f"{r.type} was stepped once per optimizer step and its rate reaches zero at the run's last step",
                 "the learning rate reached zero at the run's last update")
-    return (CANNOT_TELL, f"{name} was stepped {stepped}; nothing in its settings says which granularity it was built for",
-            f"{changed}; nothing in {name}'s settings says which pace was meant")
+    return None
+
+
+# The decision table, in order: the first rule whose premise holds decides. Each rule's docstring (or message)
+# names its evidence; what no rule decides cannot be told.
+RULES = (never_stepped, per_micro_batch, ahead_of_first_update, in_bursts, collapsed, collapsed_against_settings,
+         past_its_horizon, one_update_per_epoch, step_schedule, horizon_of_the_run, epoch_schedule, decays_to_zero)
+
+
+def judge_one(r: ScheduleRecord) -> Verdict:
+    """(status, message, observed) for one scheduler: the diagnosis, and the curve as it was seen."""
+    for rule in RULES:
+        verdict = rule(r)
+        if verdict is not None:
+            return verdict
+    return (CANNOT_TELL, f"{r.type} was stepped {stepped(r)}; nothing in its settings says which granularity it was "
+                         "built for",
+            f"the schedule advanced {r.calls} times in {r.updates} updates and {r.epochs} epochs; nothing in "
+            f"{r.type}'s settings says which pace was meant")
 
 
 def judge(obs: Observation, facts: RunFacts) -> Finding:

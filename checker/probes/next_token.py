@@ -39,6 +39,7 @@ from checker.probes import lm_trace
 
 ID = "next-token"
 TITLE = "targets are the next token"
+USES = (lm_trace.OWNER,)  # the shared trace whose errors are this probe's too
 SYMPTOM_ID, SYMPTOM = "target-offset", "where the training targets sit relative to the input tokens"
 UNCHANGED = lm_trace.UNCHANGED
 

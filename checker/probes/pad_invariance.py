@@ -84,7 +84,7 @@ class Observer:
         from checker.probes.token_inputs import TokenForwards
 
         self.session = session
-        self.forwards = TokenForwards(session)
+        self.forwards = TokenForwards(session, ID)
         self.obs = Observation()
         self.done = False
         self.attempts = 0

@@ -68,7 +68,7 @@ class Observer:
         from checker.probes.token_inputs import TokenForwards
 
         self.session = session
-        self.forwards = TokenForwards(session)
+        self.forwards = TokenForwards(session, ID)
         self.obs = Observation()
         self.calls = 0
         session.on(Event.FORWARD, ID, self.forwards.on_forward)

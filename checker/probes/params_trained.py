@@ -172,15 +172,14 @@ class Observer:
         checks = self.zero.get(pid, 0)
         if checks >= MAX_ZERO_CHECKS:
             return
-        import torch
+        from checker.params import fingerprint
+        from checker.tensors import any_nonzero
 
-        with torch.no_grad():
-            norm = torch._foreach_norm([p.detach().float()])[0]
-            nonzero, value = torch.stack([grad.ne(0).any().to(norm.dtype), norm]).tolist()  # one sync
+        nonzero = any_nonzero(grad)
         if not nonzero:
             self.zero[pid] = checks + 1
             return
-        self.first[pid] = (weakref.ref(p), value, self.session.updates)
+        self.first[pid] = (weakref.ref(p), fingerprint(p), self.session.updates)
         self.changed.discard(pid)
         self.judged.discard(pid)
         if self._worth_watching(pid):
@@ -230,10 +229,9 @@ class Observer:
         alive = [(pid, p) for pid, ref in list(self.watched.items()) if (p := ref()) is not None]
         if not alive:
             return
-        import torch
+        from checker.params import fingerprints
 
-        with torch.no_grad():
-            norms = [float(v) for v in torch._foreach_norm([p.detach().float() for _, p in alive])]
+        norms = fingerprints([p for _, p in alive])
         now = self.session.updates
         for (pid, _), norm in zip(alive, norms):
             _, value, before = self.first[pid]

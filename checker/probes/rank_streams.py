@@ -9,9 +9,9 @@ it seems to, and the copies are correlated in every averaged gradient.
 Observed. In each rank, the state of each random stream after each update (every
 update of the first 64, then every 16th), as a digest: the default CPU generator,
 the current CUDA device's generator when CUDA is in use, and every
-``torch.Generator`` the script's own code creates (``torch.Generator`` is replaced
-by a subclass that remembers where each instance was made; ``isinstance`` checks
-keep working). A stream is *drawn during training* when its state changed between
+``torch.Generator`` the script's own code creates (in a rank, the instrumentation
+replaces ``torch.Generator`` by a subclass that tells where each instance was made,
+GENERATOR events; ``isinstance`` checks keep working). A stream is *drawn during training* when its state changed between
 the first and the last update recorded. Also kept: a digest of each training
 DataLoader pass's index order.
 
@@ -52,44 +52,16 @@ class Observer:
     def __init__(self, session):
         self.session, self.obs, self.updates = session, Observation(), 0
         self.generators: list = []  # (where it was made, weak reference)
+        self.counts: dict[str, int] = {}  # generators made at each line
         if launched():
-            self._track_generators()
+            session.on(Event.GENERATOR, ID, self.on_generator)
             session.on(Event.UPDATE_POST, ID, self.on_update)
 
-    def _track_generators(self) -> None:
-        import os
-        import sys
+    def on_generator(self, generator, where: str) -> None:
         import weakref
 
-        import torch
-
-        original, made = torch.Generator, self.generators
-        checker = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        skip = (os.path.dirname(torch.__file__) + os.sep, checker + os.sep)
-        counts: dict[str, int] = {}
-
-        class Meta(type(original)):
-            def __instancecheck__(cls, instance):
-                return isinstance(instance, original)
-
-            def __subclasscheck__(cls, subclass):
-                return issubclass(subclass, original)
-
-        class Generator(original, metaclass=Meta):
-            def __new__(cls, *args, **kwargs):
-                generator = original.__new__(cls, *args, **kwargs)
-                frame = sys._getframe(1)
-                if not frame.f_code.co_filename.startswith(skip):
-                    where = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
-                    counts[where] = counts.get(where, 0) + 1
-                    made.append((f"the torch.Generator made at {where} (#{counts[where]})", weakref.ref(generator)))
-                return generator
-
-            def __init__(self, *args, **kwargs):  # construction happens in __new__
-                pass
-
-        Generator.__name__, Generator.__qualname__, Generator.__module__ = "Generator", "Generator", "torch"
-        torch.Generator = Generator
+        self.counts[where] = self.counts.get(where, 0) + 1
+        self.generators.append((f"the torch.Generator made at {where} (#{self.counts[where]})", weakref.ref(generator)))
 
     def on_update(self, update) -> None:
         self.updates += 1

@@ -5,10 +5,10 @@ written by all of them, to the same path, at about the same time: the copies rac
 a reader may load a file another rank is still writing, and the work (and the disk
 traffic) is multiplied by the number of ranks.
 
-Observed. In each rank, ``torch.save`` (and ``torch.serialization.save``) is
-wrapped to note the file each call writes to: a path (absolute, from the rank's
-working folder) or a file object's name; writes to a buffer (``io.BytesIO``) are
-not files. The calls themselves are unchanged.
+Observed. In each rank, every ``torch.save`` call (the instrumentation's SAVE
+event) notes the file it wrote to: a path (absolute, from the rank's working
+folder) or a file object's name; writes to a buffer (``io.BytesIO``) are not
+files. The calls themselves are unchanged.
 
 Rule. The probe fails when one path was written by two ranks or more, passes when
 every path was written by one rank, and is not applicable when no rank saved to a
@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from checker.events import Event
 from checker.facts import RunFacts
 from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
 from checker.ranks import launched
@@ -43,25 +44,14 @@ class Observer:
     def __init__(self, session):
         self.obs = Observation()
         if launched():
-            self._install()
+            session.on(Event.SAVE, ID, self.on_save)
 
-    def _install(self) -> None:
-        import functools
-
-        import torch
-        import torch.serialization
-
-        original, paths = torch.save, self.obs.paths
-
-        @functools.wraps(original)
-        def save(obj, f, *args, **kwargs):
-            target = f if isinstance(f, (str, os.PathLike)) else getattr(f, "name", None)
-            if isinstance(target, (str, os.PathLike)) and (len(paths) < MAX_PATHS or str(target) in paths):
-                name = os.path.relpath(os.path.abspath(target))
-                paths[name] = paths.get(name, 0) + 1
-            return original(obj, f, *args, **kwargs)
-
-        torch.save = torch.serialization.save = save
+    def on_save(self, obj, f) -> None:
+        paths = self.obs.paths
+        target = f if isinstance(f, (str, os.PathLike)) else getattr(f, "name", None)
+        if isinstance(target, (str, os.PathLike)) and (len(paths) < MAX_PATHS or str(target) in paths):
+            name = os.path.relpath(os.path.abspath(target))
+            paths[name] = paths.get(name, 0) + 1
 
     def summary(self) -> Observation:
         return self.obs

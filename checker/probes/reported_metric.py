@@ -1,7 +1,7 @@
 """reported-metric: the accuracy a script prints after an evaluation is the accuracy of that evaluation.
 
 What is observed. Every ``print`` of the checked process (to any file) is seen as
-it is written, unchanged: ``builtins.print`` is wrapped to hand its own arguments,
+it is written, unchanged: the instrumentation wraps ``builtins.print`` (PRINT events) to hand its own arguments,
 untouched, to the original, with a file object that passes each write through to
 the real one and keeps a copy. Only printed text is read: a logger, a progress
 bar's postfix, ``sys.stdout.write`` or a returned value are not. In that text, a
@@ -166,31 +166,7 @@ class Observer:
         self.session = session
         self.pending: list[tuple[int, bool, str, list[dict]]] = []  # (forwards so far, in a pass, line, readings)
         self.prints = self.dropped = 0
-        self._install()
-
-    def _install(self) -> None:
-        import builtins
-        import functools
-        import sys
-
-        import torch
-
-        original, observer = builtins.print, self
-
-        @functools.wraps(original)
-        def print(*args: Any, **kwargs: Any) -> None:
-            target = kwargs.get("file")
-            target = sys.stdout if target is None else target
-            if target is None or ID in observer.session.errors or torch.compiler.is_compiling():
-                return original(*args, **kwargs)
-            tee = Tee(target)
-            original(*args, **{**kwargs, "file": tee})
-            try:
-                observer.on_print("".join(tee.written))
-            except Exception as exc:  # a probe's bug must never break the user's script
-                observer.session.errors[ID] = f"{type(exc).__name__}: {exc}"
-
-        builtins.print = print
+        session.on(Event.PRINT, ID, self.on_print)
 
     def on_print(self, text: str) -> None:
         self.prints += 1
@@ -298,20 +274,6 @@ def accuracies(rows: list[dict], what: str) -> list[dict]:
         found.append({"what": f"{what}, mean of per-batch accuracies", "accuracy": mean, "correct": None,
                       "total": None})
     return found
-
-
-class Tee:
-    """A file that writes through to ``target`` and keeps a copy of what was written."""
-
-    def __init__(self, target: Any):
-        self.target, self.written = target, []
-
-    def write(self, text: str) -> Any:
-        self.written.append(text)
-        return self.target.write(text)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.target, name)
 
 
 # -- the judge -----------------------------------------------------------------------------------------------

@@ -83,8 +83,6 @@ def fingerprint(state: dict) -> tuple:
 
 class Observer:
     def __init__(self, session):
-        import torch
-
         self.session = session
         self.obs = Observation()
         self.saves: dict[tuple, Snapshot] = {}
@@ -93,30 +91,8 @@ class Observer:
         self.schedulers: list = []
         session.on(Event.UPDATE_PRE, ID, self.on_update)
         session.on(Event.SCHEDULER, ID, self.schedulers.append)
-        observer = self
-
-        original_save = torch.save
-
-        def save(obj, *args, **kwargs):
-            result = original_save(obj, *args, **kwargs)
-            try:
-                observer.on_save(obj)
-            except Exception as exc:  # never break the script
-                session.errors.setdefault(ID, f"{type(exc).__name__}: {exc}")
-            return result
-
-        original_load = torch.nn.Module.load_state_dict
-
-        def load_state_dict(module, state_dict, *args, **kwargs):
-            result = original_load(module, state_dict, *args, **kwargs)
-            try:
-                observer.on_load(state_dict)
-            except Exception as exc:
-                session.errors.setdefault(ID, f"{type(exc).__name__}: {exc}")
-            return result
-
-        torch.save = save
-        torch.nn.Module.load_state_dict = load_state_dict
+        session.on(Event.SAVE, ID, lambda obj, f: self.on_save(obj))
+        session.on(Event.LOAD_STATE, ID, lambda module, state_dict, result: self.on_load(state_dict))
 
     def on_save(self, obj) -> None:
         if not self.session.updates:

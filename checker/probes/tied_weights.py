@@ -53,26 +53,16 @@ class Observer:
     def __init__(self, session):
         import weakref
 
-        from torch import nn
-
         self.session = session
         self.obs = Observation()
         self.seen: set[int] = set()
         self.layers = weakref.WeakSet()  # modules built so far with a two-dimensional `weight`
-        original = nn.Module.register_parameter
-        observer = self
-
-        def register_parameter(module, name, param):
-            replacing = name in getattr(module, "_parameters", {})
-            original(module, name, param)
-            try:
-                observer.registered(module, name, param, replacing)
-            except Exception as exc:  # never the script's problem
-                session.errors.setdefault(ID, f"{type(exc).__name__}: {exc}")
-
-        register_parameter.__wrapped__ = original
-        nn.Module.register_parameter = register_parameter
+        session.on(Event.REGISTERED, ID, self.on_registered)
         session.on(Event.FORWARD, ID, self.on_forward)
+
+    def on_registered(self, module, name: str, param) -> None:
+        """Seen before the module stores ``param``: ``module._parameters`` still holds what it replaces."""
+        self.registered(module, name, param, name in getattr(module, "_parameters", {}))
 
     def registered(self, module, name: str, param, replacing: bool) -> None:
         """A parameter set on a module. Its own first one is only noted; one that replaces it

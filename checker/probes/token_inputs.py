@@ -85,15 +85,13 @@ def padding_id(module, args: tuple, kwargs: dict, tokens) -> tuple[int | None, s
 class TokenForwards:
     """Keeps the arguments of the latest training forwards that take token ids, until ``stop()``."""
 
-    def __init__(self, session):
-        from torch.nn.modules import module as module_hooks
-
+    def __init__(self, session, owner: str):
         self.session = session
         self._pending = None
         self.kept: dict[int, tuple[Any, TokenForward]] = {}  # forward index -> (Forward, TokenForward)
         self.seen_tokens = False
         self._embeds: dict[int, bool] = {}  # id(module) -> it holds an nn.Embedding
-        self._handle = module_hooks.register_module_forward_hook(self._after, with_kwargs=True)
+        self._handle = session.patches.forward_hook(owner, self._after, with_kwargs=True)
         self.latest: TokenForward | None = None
         self.misses = 0
         self.stopped = False
@@ -138,7 +136,7 @@ class TokenForwards:
         self._pending = None
         self.kept.clear()
         self.latest = None
-        self._handle.remove()
+        self.session.patches.remove(self._handle)
 
 
 # -- running a copy ---------------------------------------------------------------

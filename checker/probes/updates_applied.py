@@ -118,12 +118,9 @@ class Observer:
         """Mark as applied the parameters whose values differ from those at their first gradient."""
         if not params:
             return
-        import torch
+        from checker.params import fingerprints, same
 
-        from checker.params import same
-
-        with torch.no_grad():
-            norms = [float(n) for n in torch._foreach_norm([p.detach() for p in params])]
+        norms = fingerprints(params)
         self._applied([id(p) for p, norm in zip(params, norms) if not same(norm, self.first[id(p)][1])])
 
     def summary(self) -> Observation:

@@ -112,7 +112,11 @@ def record_kata(path: Path, report, diagnose: bool = False) -> str | None:
                    "the check is the same, but `kata reset` cannot restore it.", err=True)
     bug = BUGS[info.bug]
     status = bug.status(report.statuses())
-    if status != "fixed" and report.verdict == "pass":
+    if report.verdict == "pass" and report.stopped:
+        report.verdict, report.exit_code = "fail", EXIT_SYMPTOM
+        report.problem = ("training stopped in the middle of a pass (a break out of the training loop): a kata is "
+                          "solved by fixing its bug with all of its training, not by training less")
+    elif status != "fixed" and report.verdict == "pass":
         unsure = [f.symptom for f in report.findings if f.probe in bug.probes and f.status != "pass"]
         report.verdict, report.exit_code = "fail", EXIT_SYMPTOM
         report.problem = ("this kata's symptom is still there: " if status == "still present" else
