@@ -34,6 +34,7 @@ event               arguments
 ``INIT``            the tensor a ``torch.nn.init`` function just filled
 ``PRETRAINED``      the module ``Embedding.from_pretrained`` (or ``EmbeddingBag``'s) just built
 ``GENERATOR``       ``(generator, where)``: a ``torch.Generator`` the script made, and its line (ranks only)
+``LOG_SOFTMAX``     ``(input, dim)``: a ``log_softmax`` (``F.log_softmax``, ``torch.log_softmax``, the method)
 ==================  ==========================================================
 """
 from __future__ import annotations
@@ -67,6 +68,7 @@ class Event(enum.Enum):
     INIT = "init"
     PRETRAINED = "pretrained"
     GENERATOR = "generator"
+    LOG_SOFTMAX = "log-softmax"
 
 
 @dataclass

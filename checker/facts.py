@@ -26,6 +26,8 @@ class RunFacts:
     backwards: int = 0
     backwards_before_first_update: int | None = None
     losses: list[float | None] = field(default_factory=list)  # per backward; None: NaN or infinite
+    loss_forwards: list[int] = field(default_factory=list)  # per loss: the forwards since the loss before it that a
+    # backward pass reached (how many forwards it sums: 1 in most scripts, an episode's steps in a policy gradient)
     loss_groups: list[int] = field(default_factory=list)  # per loss, the updater that applied it (-1: none)
     optimizers: int = 0
     adversarial: bool = False  # optimizers take turns on disjoint parameters that one backward pass couples

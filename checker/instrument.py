@@ -68,6 +68,7 @@ class Instrumentation:
         self._wrap_clip()
         self._wrap_mode_functions()
         self._wrap_losses()
+        self._wrap_log_softmax()
         self._wrap_grad_scaler()
         self._wrap_schedulers()
         self._wrap_distributed()
@@ -231,6 +232,23 @@ class Instrumentation:
         for name in LOSS_FUNCTIONS:
             if hasattr(F, name):
                 self._patch(F, name, observe(name, getattr(F, name)))
+
+    def _wrap_log_softmax(self) -> None:
+        """``log_softmax`` as a function and as the method (``F.log_softmax`` calls the method: seen once)."""
+        session = self.session
+
+        def observed(original: Callable) -> Callable:
+            @functools.wraps(original)
+            def log_softmax(input: Any, *args: Any, **kwargs: Any) -> Any:
+                if not torch.compiler.is_compiling() and session.listening(Event.LOG_SOFTMAX):
+                    dim = kwargs.get("dim", args[0] if args else None)
+                    session.emit(Event.LOG_SOFTMAX, input, dim)
+                return original(input, *args, **kwargs)
+
+            return log_softmax
+
+        self._patch(torch.Tensor, "log_softmax", observed(torch.Tensor.log_softmax))
+        self._patch(torch, "log_softmax", observed(torch.log_softmax))
 
     # -- mixed precision and schedulers ------------------------------------
     def _wrap_grad_scaler(self) -> None:

@@ -73,6 +73,7 @@ class Session:
     backwards: int = 0
     backwards_before_first_update: int | None = None
     losses: list[float | None] = field(default_factory=list)
+    loss_forwards: list[int] = field(default_factory=list)  # per loss: the top-level forwards begun before its backward
     loss_groups: list[int] = field(default_factory=list)  # per loss: which updater applied it (-1: none yet)
     optimizers: list[torch.optim.Optimizer] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
@@ -297,6 +298,7 @@ class Session:
             # marks a NaN or infinite loss
             value = float(loss.detach().float()) / self._scaled.pop(id(loss), 1.0)
             self.losses.append(value if math.isfinite(value) else None)
+            self.loss_forwards.append(len(self.forwards))  # read as a count at the end
             self.loss_groups.append(-1)
             self._unapplied.append(len(self.losses) - 1)
         self.emit(Event.BACKWARD, loss)
@@ -436,6 +438,7 @@ class Session:
             backwards=self.backwards,
             backwards_before_first_update=self.backwards_before_first_update,
             losses=self.losses,
+            loss_forwards=self.reached_per_loss(),
             loss_groups=self.loss_groups,
             optimizers=sum(1 for opt in self.optimizers if id(opt) in self._updaters),
             adversarial=self._alternations >= 2 and self._coupled and self._disjoint_optimizers(),
@@ -449,6 +452,15 @@ class Session:
             world=self.world,
             stopped=self.stopped_in_pass(),
         )
+
+    def reached_per_loss(self) -> list[int]:
+        """Per loss, the top-level forwards since the loss before it whose output a backward pass reached: how many
+        forwards (steps of an episode, tokens of a sequence decoded one at a time) the loss sums."""
+        counts, start = [], 0
+        for end in self.loss_forwards:
+            counts.append(sum(1 for f in self.forwards[start:end] if f.reached))
+            start = end
+        return counts
 
     def stopped_in_pass(self) -> dict | None:
         """Where training stopped, when its last update came in a DataLoader pass the script then left before its

@@ -178,7 +178,8 @@ def _failure(outcome: dict, who: str) -> tuple[str, int, str] | None:
             hint = "; it expects a distributed launcher: check it with --nproc N"
         return "script-failed", EXIT_SCRIPT_FAILED, f"{who} raised {error}{hint}"
     if outcome["status"] == "exit":
-        return "script-failed", EXIT_SCRIPT_FAILED, f"{who} exited with status {outcome['code']}"
+        how = f"called os._exit({outcome['code']})" if outcome.get("os_exit") else f"exited with status {outcome['code']}"
+        return "script-failed", EXIT_SCRIPT_FAILED, f"{who} {how}"
     return None
 
 
@@ -244,8 +245,8 @@ def _rank_failure(ranks: list[RankRun]) -> tuple[str, int, str, str] | None:
     The first cause is a rank that ended without a record (killed, os._exit), else the first to end: a rank
     that raised, exited with an error, or left early while the others went on (the others then fail in
     their next collective, or are stopped by the launcher)."""
-    def ended_at(r: RankRun) -> float:
-        return r.record["outcome"].get("ended_at", 0.0) if r.record else -1.0
+    def ended_at(r: RankRun) -> float:  # a rank the launcher stopped ended because another failed: it comes last
+        return r.record["outcome"].get("ended_at", 0.0) if r.record else (float("inf") if r.stopped else -1.0)
 
     failed = {r.rank: _failure(r.record["outcome"], f"rank {r.rank}") for r in ranks if r.record}
     missing = [r for r in ranks if r.record is None and not r.stopped]
@@ -285,7 +286,7 @@ def _conclude(report: Report) -> Report:
     advice = [f for f in report.findings if f.status == ADVICE]
     if advice:
         return _set(report, "pass", EXIT_PASS, f"no symptom found and the script still trains; {len(advice)} "
-                    f"performance advice: {', '.join(f.probe for f in advice)}")
+                    f"check{'s' if len(advice) > 1 else ''} gave advice")
     return _set(report, "pass", EXIT_PASS, "no symptom found and the script still trains")
 
 

@@ -104,9 +104,9 @@ def failed_probes(report: Report) -> set[str]:
     return {f.probe for f in report.findings if f.flagged}
 
 
-def verdict_for(flagged: set[str]) -> str:
-    """The verdict of a run whose flagged probes are ``flagged``: advice alone still passes."""
-    return "fail" if flagged - ADVISORY else "pass"
+def verdict_for(report: Report) -> str:
+    """The verdict the report's own statuses call for: a failure (or an error) fails, advice alone still passes."""
+    return "fail" if any(f.failed for f in report.findings) else "pass"
 
 
 @pytest.fixture(scope="session")

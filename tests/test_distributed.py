@@ -79,7 +79,7 @@ def started(path: Path) -> list[int]:
 @pytest.mark.parametrize(("fault", "problem"), [
     ("raise", "rank 1 raised RuntimeError: rank one gives up; then rank 0 "),
     ("exit", "rank 1 exited (sys.exit) while the other ranks were still training; then rank 0 "),
-    ("crash", "rank 1 ended without the checker's record (os._exit, a signal or a crash?); then rank 0 "),
+    ("crash", "rank 1 called os._exit(7); then rank 0 "),
 ])
 def test_a_failing_rank_is_named_first_and_nothing_is_left_running(tmp_path, fault, problem):
     script = faulty(tmp_path, fault)

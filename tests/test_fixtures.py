@@ -3,15 +3,17 @@
 A fixture's first line reads ``# expect: probe-a probe-b`` (empty: all pass). Broken
 variants name their probe, alternative correct fixes name none, masks name the
 probe they fail to fix (and anything else they break). ``probe?`` means that probe
-must say it cannot tell (which is not a pass: a kata is not solved by it).
+must say it cannot tell (which is not a pass: a kata is not solved by it);
+``probe~`` that it must give advice (the check passes; a kata of it is not solved).
+A probe that only ever advises (``ADVISES``) is named plainly.
 ``raises`` means the script must stop with an exception, reported as such.
 """
 from __future__ import annotations
 
 import pytest
-from conftest import FIXTURES, failed_probes, verdict_for
+from conftest import ADVISORY, FIXTURES, failed_probes
 
-from checker.findings import CANNOT_TELL
+from checker.findings import ADVICE, CANNOT_TELL
 
 SCRIPTS = sorted(p for p in FIXTURES.glob("*.py") if not p.name.startswith("kit"))
 
@@ -23,7 +25,11 @@ def expectations(path) -> list[str]:
 
 
 def expected(path) -> set[str]:
-    return {token for token in expectations(path) if not token.endswith("?")}
+    return {token.rstrip("~") for token in expectations(path) if not token.endswith("?")}
+
+
+def advised(path) -> set[str]:
+    return {token[:-1] for token in expectations(path) if token.endswith("~")} | (expected(path) & ADVISORY)
 
 
 def undecided(path) -> set[str]:
@@ -48,7 +54,9 @@ def assert_as_expected(script, report) -> None:
     details = "\n".join(f"{f.probe}: {f.status} {f.message}" for f in report.findings)
     assert failed_probes(report) == expected(script), details
     assert {f.probe for f in report.findings if f.status == CANNOT_TELL} >= undecided(script), details
-    assert (report.verdict, report.exit_code) == (("fail", 1) if verdict_for(expected(script)) == "fail" else ("pass", 0))
+    assert {f.probe for f in report.findings if f.status == ADVICE} == advised(script), details
+    failing = expected(script) - advised(script)
+    assert (report.verdict, report.exit_code) == (("fail", 1) if failing else ("pass", 0))
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)

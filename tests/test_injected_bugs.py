@@ -56,7 +56,7 @@ def test_planted_bug_runs_and_trips_exactly_its_probes(ref, bug, seed, reports):
         assert report.verdict == "script-failed" and report.problem.startswith("the script raised RuntimeError"), report.problem
         return
     failed = failed_probes(report)
-    assert report.verdict == verdict_for(failed) and failed, f"{report.problem}\n{report.detail}"
+    assert report.verdict == verdict_for(report) and failed, f"{report.problem}\n{report.detail}"
     details = "\n".join(f"{f.probe}: {f.status} {f.message}" for f in report.findings)
     assert set(bug.probes) <= failed, details
     assert ("health" in failed) == bug.breaks(ref.stem), details

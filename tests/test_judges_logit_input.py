@@ -162,11 +162,44 @@ def test_evaluation_calls_and_other_losses_are_not_judged():
     probabilities = torch.randn(8, 3).softmax(1)
     session.listeners[Event.LOSS](LossCall("cross_entropy", probabilities, torch.zeros(8, dtype=torch.long), None,
                                            "mean", None))
-    session.listeners[Event.LOSS](LossCall("nll_loss", probabilities.log().requires_grad_(),
-                                           torch.zeros(8, dtype=torch.long), None, "mean", None))
+    session.listeners[Event.LOSS](LossCall("mse_loss", probabilities.requires_grad_(), torch.zeros(8, 3), None,
+                                           "mean", None))
     obs = observer.summary()
-    assert obs.sites == [] and obs.evaluation_calls == 1 and obs.other_losses == ["nll_loss"]
+    assert obs.sites == [] and obs.evaluation_calls == 1 and obs.other_losses == ["mse_loss"]
     assert status(obs) == NOT_APPLICABLE
+
+
+def test_nll_loss_passes_on_log_probabilities_and_fails_on_probabilities():
+    """log_softmax into nll_loss is the correct formulation; a softmax without its log is probabilities again."""
+    import torch
+
+    def judged(values) -> str:
+        session = Session()
+        observer = logit_input.Observer(session)
+        for _ in range(4):
+            session.listeners[Event.LOSS](LossCall("nll_loss", values.clone().requires_grad_(),
+                                                   torch.zeros(8, dtype=torch.long), None, "mean", None))
+        return status(observer.summary())
+
+    scores = torch.randn(8, 3)
+    assert judged(scores.log_softmax(1)) == PASS
+    assert judged(scores.softmax(1)) == FAIL
+    assert judged(scores) == NOT_APPLICABLE  # raw scores into nll_loss: not what this rule reads
+
+
+def test_a_log_softmax_gathered_by_hand_passes_and_one_of_probabilities_fails():
+    import torch
+
+    def judged(values) -> str:
+        session = Session()
+        observer = logit_input.Observer(session)
+        for _ in range(4):
+            session.listeners[Event.LOG_SOFTMAX](values.clone().requires_grad_(), 1)
+        return status(observer.summary())
+
+    scores = torch.randn(8, 3)
+    assert judged(scores) == PASS
+    assert judged(scores.softmax(1)) == FAIL
 
 
 def test_call_sites_are_judged_apart_and_a_single_class_is_not_read():

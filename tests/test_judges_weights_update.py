@@ -63,9 +63,18 @@ def test_unheld_gradients_beside_a_trained_optimizer_are_not_judged():
     assert judge(obs, facts()).status == PASS
 
 
-def test_gan_with_one_optimizer_never_stepping_cannot_be_told_from_a_part_frozen_for_now():
+def test_an_optimizer_that_never_steps_beside_one_that_does_fails():
+    """A GAN's generator optimizer, a seq2seq encoder's: built over parameters that receive gradients, never stepped.
+    Building it declared that they train."""
     obs = Observation(backwards=384, groups=[group("Adam", 10, 10, 128, 384), group("Adam", 8, 0, 0, 256)])
     finding = judge(obs, facts(384, 128))
+    assert finding.status == FAIL and "never stepped" in finding.message and finding.measured == "0 steps of Adam"
+
+
+def test_an_optimizer_that_steps_without_changing_its_parameters_beside_one_that_does_cannot_be_told():
+    """A learning rate of 0 held for this run, or gradients reset before its steps: the intent is not clear."""
+    obs = Observation(backwards=384, groups=[group("Adam", 10, 10, 128, 384), group("Adam", 8, 0, 128, 256)])
+    finding = judge(obs, facts(384, 256))
     assert finding.status == CANNOT_TELL and "never changed" in finding.message
 
 

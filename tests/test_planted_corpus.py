@@ -66,6 +66,6 @@ def test_planted_sequence_bug_trips_its_probes(script, bug, reports):
         assert report.verdict == "pass" and bug.status(report.statuses()) == "fixed", details
         return
     failed = failed_probes(report)
-    assert report.verdict == verdict_for(failed) and failed, f"{report.problem}\n{report.detail}\n{details}"
+    assert report.verdict == verdict_for(report) and failed, f"{report.problem}\n{report.detail}\n{details}"
     assert set(bug.probes) <= failed, details
     assert failed <= {*bug.probes, "health", *expected(script)}, details

@@ -47,5 +47,5 @@ def test_planted_bug_trips_its_probes_on_two_ranks(bug, seed, reports):
         return
     details = "\n".join(f"{f.probe}: {f.status} {f.message}" for f in report.findings)
     failed = failed_probes(report)
-    assert report.verdict == verdict_for(failed) and failed, f"{report.problem}\n{report.detail}\n{details}"
+    assert report.verdict == verdict_for(report) and failed, f"{report.problem}\n{report.detail}\n{details}"
     assert set(bug.probes) <= failed <= {*bug.probes, "health"}, details

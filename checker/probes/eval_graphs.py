@@ -19,21 +19,23 @@ backward reached their output and they fed no training forward) recognisable as
   either layer cannot show evaluation behaviour, and the last validation after
   training is not followed by training: neither is counted this way.
 
-Other evaluation forwards that built a graph are not validation as far as the
-run can tell: a distillation teacher or an RL target network whose output is
-detached, a rollout that picks actions, features extracted for a later stage, the
-last forward before an early exit, a final test after training. Each is the same
-waste, but flagging it would call correct code broken, so those alone make the
-probe say *cannot tell*, never fail. A forward with gradients on a batch of a
-*training* loader has no phase at all (a skipped loss looks the same), so
-validation on sliced tensors in the middle of a training loader's pass is not
-seen. An encoder whose features are detached for another model between its own
-training steps, in eval mode, on sliced tensors, is counted: the same waste,
-spelled ``.detach()`` instead of ``no_grad()``.
+Other evaluation forwards that built a graph are the same waste where the run cannot
+tell them apart from validation (a distillation teacher or an RL target network
+whose output is detached, a rollout that picks actions, features extracted for a
+later stage, the last forward before an early exit, a final test after training,
+validation on sliced tensors of a model without dropout or batch-norm): the probe
+advises on them too, naming them as other evaluation forwards. A forward with
+gradients on a batch of a *training* loader has no phase at all (a skipped loss
+looks the same), so validation on sliced tensors in the middle of a training
+loader's pass is not seen.
 
-* fail: at least one validation forward built a graph;
-* pass: no validation forward built one (other evaluation forwards may have);
-* cannot tell: no forward was recognisable as validation, yet evaluation forwards built graphs;
+A graph that no backward pass uses costs time and memory, but it does not change
+any result: the probe never fails, it advises (the check passes; a kata whose bug
+this is stays unsolved while the advice stands).
+
+* advice: at least one evaluation forward built a graph (validation first, then
+  the others);
+* pass: no evaluation forward built one;
 * n/a: no evaluation forward ran.
 
 Cost: one check of the outputs' ``requires_grad`` per top-level forward run with
@@ -45,11 +47,12 @@ from dataclasses import dataclass, field
 
 from checker.events import Event
 from checker.facts import RunFacts
-from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
+from checker.findings import ADVICE, NOT_APPLICABLE, PASS, Finding
 
 ID = "eval-no-grad"
 TITLE = "evaluation without autograd"
 SYMPTOM_ID, SYMPTOM = "eval-graphs", "graphs built while evaluating"
+ADVISES = True  # a graph nobody backpropagates costs time and memory, but the results are the same: advice
 
 
 @dataclass
@@ -116,25 +119,27 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
     series = {"forwards that built a graph, per validation pass": obs.built_per_pass} if obs.built_per_pass else {}
     if obs.built:
         measured = f"{obs.built} of {obs.validation} forwards"
-        return Finding(ID, TITLE, FAIL, measured, "0",
+        other = (f"; so did {obs.other_built} other evaluation forwards (a teacher, a target network, a final test?)"
+                 if obs.other_built else "")
+        return Finding(ID, TITLE, ADVICE, measured, "0",
                        f"{obs.built} of {obs.validation} validation forwards ran with gradients enabled and built "
-                       "autograd graphs that no backward pass uses: validation is not under torch.no_grad() or "
-                       "torch.inference_mode()", series,
+                       f"autograd graphs that no backward pass uses{other}: validation is not under torch.no_grad() "
+                       "or torch.inference_mode(), which spends time and memory on every batch (the results are the "
+                       "same)", series,
                        observed=f"{obs.built} of {obs.validation} validation forwards built autograd graphs that "
                                 "nothing used: time and memory spent on every validation batch")
-    if obs.validation:
-        other = (f"; {obs.other_built} other evaluation forwards (not validation: a teacher, a target network, a "
-                 "skipped loss?) did" if obs.other_built else "")
-        return Finding(ID, TITLE, PASS, f"0 of {obs.validation} forwards", "0",
-                       f"no validation forward built an autograd graph{other}", series,
-                       observed=f"none of {obs.validation} validation forwards built an autograd graph")
     if obs.other_built:
-        return Finding(ID, TITLE, CANNOT_TELL, f"{obs.other_built} of {obs.evaluations} forwards", "0",
-                       f"{obs.other_built} of {obs.evaluations} evaluation forwards built autograd graphs, but none "
-                       "ran on a validation loader's batches, or with its model evaluating between training steps: "
-                       "validation cannot be told from a teacher, a target network or a skipped loss",
+        return Finding(ID, TITLE, ADVICE, f"{obs.other_built} of {obs.evaluations} forwards", "0",
+                       f"{obs.other_built} of {obs.evaluations} evaluation forwards (whose output no backward pass "
+                       "used: a teacher, a target network, a test after training, a validation on sliced tensors) ran "
+                       "with gradients enabled and built autograd graphs: run them under torch.no_grad() to save the "
+                       "time and memory",
                        observed=f"{obs.other_built} of {obs.evaluations} forwards whose output no backward pass used "
-                                "built autograd graphs; none is recognisably validation")
+                                "built autograd graphs")
+    if obs.validation:
+        return Finding(ID, TITLE, PASS, f"0 of {obs.validation} forwards", "0",
+                       "no validation forward built an autograd graph", series,
+                       observed=f"none of {obs.validation} validation forwards built an autograd graph")
     return Finding(ID, TITLE, PASS, f"0 of {obs.evaluations} forwards", "0",
                    "no evaluation forward built an autograd graph",
                    observed=f"none of {obs.evaluations} evaluation forwards built an autograd graph")

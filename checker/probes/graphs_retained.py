@@ -2,8 +2,11 @@
 
 Rule: every top-level forward run with gradients gets a sentinel in its output's
 ``grad_fn.metadata``; the sentinel dies exactly when that graph node is freed.
-The graphs alive are counted at every update (a series per optimizer, so that
-a GAN's alternating steps are compared like with like), and at every batch of an
+At every update the graphs still alive *from before the previous update* are
+counted (a series per optimizer, so that a GAN's alternating steps are compared
+like with like): the graphs of the current step are due (a policy gradient keeps
+an episode's, whatever its length, until the episode's backward pass), those of
+earlier steps are not. The graphs alive are also counted at every batch of an
 evaluation loader and at its end. A leak is growth: the count rising at each of at least ``GROWTH``
 consecutive counts, a rise that either lasts to the end of the run or ends in a
 drop (a total reset at the end of an epoch), never one that levels off (a bounded
@@ -34,7 +37,8 @@ MIN_COUNTS = GROWTH + 1
 @dataclass
 class Observation:
     tagged: int = 0
-    alive: list[list[int]] = field(default_factory=list)  # graphs alive at each update, per optimizer (or by hand)
+    alive: list[list[int]] = field(default_factory=list)  # at each update, graphs alive from before the previous one,
+    # per optimizer (or by hand)
     eval_alive: list[list[int]] = field(default_factory=list)  # ... at each batch of each evaluation pass
 
 
@@ -49,6 +53,7 @@ class Observer:
         self.lock = threading.Lock()  # graphs may be freed on autograd's worker threads
         self.tagged = 0
         self.counts: list[tuple[int, int | None]] = []  # (alive, pass index of an evaluation batch or None)
+        self.generations: dict[int, int] = {}  # updates made before a graph's forward -> graphs of it alive
         self.per_updater: dict[int, list[int]] = {}  # id of the optimizer (0: by hand) -> alive at its updates
         session.on(Event.FORWARD_END, ID, self.on_forward_end)
         session.on(Event.UPDATE_POST, ID, self.on_update)
@@ -61,17 +66,27 @@ class Observer:
             return
         sentinel = Sentinel()
         node.metadata.setdefault("kata_sentinels", []).append(sentinel)
+        generation = self.session.updates
         with self.lock:
             self.alive += 1
+            self.generations[generation] = self.generations.get(generation, 0) + 1
         self.tagged += 1
-        weakref.finalize(sentinel, self._died)
+        weakref.finalize(sentinel, self._died, generation)
 
-    def _died(self) -> None:
+    def _died(self, generation: int) -> None:
         with self.lock:
             self.alive -= 1
+            left = self.generations[generation] - 1
+            if left:
+                self.generations[generation] = left
+            else:
+                del self.generations[generation]
 
     def on_update(self, update) -> None:
-        self.per_updater.setdefault(id(update.optimizer) if update.optimizer is not None else 0, []).append(self.alive)
+        before = self.session.updates - 1  # graphs of forwards made before the previous update
+        with self.lock:
+            stale = sum(count for generation, count in self.generations.items() if generation < before)
+        self.per_updater.setdefault(id(update.optimizer) if update.optimizer is not None else 0, []).append(stale)
 
     def on_batch(self, batch) -> None:
         self.counts.append((self.alive, self.session.current.index))
@@ -119,14 +134,16 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
     if not counted:
         return Finding(ID, TITLE, NOT_APPLICABLE, message="too few steps to see whether live graphs grow")
     (rises, start, end), unit, worst = max((growth(alive), unit, alive) for alive, unit in counted)
-    series = {f"graphs alive per {'step' if unit == 'steps' else 'validation batch'}": worst}
+    which = "the autograd graphs of earlier steps still alive" if unit == "steps" else "the autograd graphs alive"
+    series = {("graphs of earlier steps alive per step" if unit == "steps" else "graphs alive per validation batch"):
+              worst}
     measured, threshold = f"{rises} rises in a row", f"< {GROWTH}"
     if rises >= GROWTH:
         return Finding(ID, TITLE, FAIL, measured, threshold,
-                       f"the autograd graphs alive at once grew at {rises} {unit} in a row, from {start} to {end}: "
-                       f"earlier graphs are never freed", series,
-                       observed=f"the autograd graphs alive at once grew at {rises} {unit} in a row, from {start} to "
-                                f"{end}: memory grows with every step")
+                       f"{which} grew at {rises} {unit} in a row, from {start} to {end}: earlier graphs are never "
+                       "freed", series,
+                       observed=f"{which} grew at {rises} {unit} in a row, from {start} to {end}: memory grows with "
+                                "every step")
     peak = max(max(alive) for alive, _ in counted)
-    return Finding(ID, TITLE, PASS, measured, threshold, f"the graphs alive at once stayed bounded (at most {peak})",
-                   series, observed=f"the autograd graphs alive at once stayed bounded (at most {peak})")
+    return Finding(ID, TITLE, PASS, measured, threshold, f"the graphs left alive stayed bounded (at most {peak})",
+                   series, observed=f"the autograd graphs left alive stayed bounded (at most {peak})")

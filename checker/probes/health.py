@@ -55,6 +55,7 @@ class Observer:
         self.session = session
         self.obs = Observation()
         self.first_call_seen = False
+        self.top_label = -1  # the largest class label seen in a batch a forward scored
         self.scored: dict[int, dict] = {}  # forward index -> {"correct", "total", "counts", "source"}
         session.on(Event.LOSS, ID, self.on_loss)
         session.on(Event.FORWARD_END, ID, self.on_forward_end)
@@ -73,14 +74,17 @@ class Observer:
 
     def on_forward_end(self, forward, output) -> None:
         from checker.session import tensors_in
+        from checker.tensors import plain
 
         labels = self.session.labels
         logits = next(iter(tensors_in(output, 1)), None)
-        if labels is None or logits is None or logits.dim() == 0 or logits.shape[0] != labels.shape[0]:
+        if labels is None or logits is None or not plain(logits) or logits.dim() == 0 \
+                or logits.shape[0] != labels.shape[0]:
             return
         labels = labels.long()
         logits = logits.detach()
         low, high = (int(v) for v in labels.aminmax()) if labels.numel() else (0, 0)
+        self.top_label = max(self.top_label, high)
         if logits.dim() == 2 and logits.shape[-1] >= 2 and high < logits.shape[-1] and low >= 0:
             k, predicted = logits.shape[-1], logits.argmax(-1)
         elif logits.numel() == len(labels) and bool(((labels == 0) | (labels == 1)).all()):
@@ -106,15 +110,21 @@ class Observer:
             row["counts"][int(value)] += count
 
     def summary(self) -> Observation:
+        if self.obs.fallback_classes and self.obs.fallback_classes not in (2, self.top_label + 1):
+            self.obs.fallback_classes = None  # outputs wider than the labels (features, a layer-local objective):
+            # the model's output does not score those classes
         if self.obs.first_loss is None and self.obs.fallback_classes:
             self.obs.classes = self.obs.fallback_classes
         self.obs.accuracy = self._last_evaluation()
         return self.obs
 
     def usable(self, row: dict) -> bool:
-        """The loss's own view of a sample's class; the model's output only where it scores the classes trained on."""
+        """The loss's own view of a sample's class; the model's output only where it scores the classes trained on
+        (as many outputs as there are labels: not a layer's features)."""
         if row["source"] == "loss":
             return True
+        if row["classes"] not in (2, self.top_label + 1):
+            return False
         return self.obs.first_loss is None or (self.obs.classes is not None and row["classes"] == self.obs.classes)
 
     def _last_evaluation(self) -> dict | None:
@@ -204,12 +214,13 @@ def loss_falls(facts: RunFacts) -> Finding:
     if facts.adversarial:
         return _row("loss-falls", None, "", "", "not judged: two optimizers take turns on disjoint parameters "
                                                 "(adversarial training), where losses need not fall")
-    groups: dict[int, list[float]] = defaultdict(list)
-    for value, group in zip(facts.losses, facts.loss_groups or [-1] * len(facts.losses)):
-        groups[group].append(value)
+    groups: dict[int, list[tuple[float | None, int]]] = defaultdict(list)
+    counts = facts.loss_forwards if len(facts.loss_forwards) == len(facts.losses) else [1] * len(facts.losses)
+    for value, group, count in zip(facts.losses, facts.loss_groups or [-1] * len(facts.losses), counts):
+        groups[group].append((value, count))
     if len(groups) > 1:
         groups.pop(-1, None)  # losses after the last update
-    results = [fall(finite(values)) for _, values in sorted(groups.items())]
+    results = [objective_falls(pairs) for _, pairs in sorted(groups.items())]
     judged = [r for r in results if r[0] is not None]
     if len(finite(facts.losses)) < 2:
         return _row("loss-falls", False, f"{len(finite(facts.losses))} finite losses", "≥ 2",
@@ -224,6 +235,26 @@ def loss_falls(facts: RunFacts) -> Finding:
         measured += f" ({left_out} of {len(facts.losses)} not finite, left out)"
         message += f"; {left_out} of {len(facts.losses)} losses were NaN or infinite and are left out of the means"
     return _row("loss-falls", ok, measured, f"≤ start - {FALL:.0%} of |start|", message + stage)
+
+
+def objective_falls(pairs: list[tuple[float | None, int]]) -> tuple[bool | None, float | None, float | None, str]:
+    """``fall`` for one updater's losses. Where each loss sums a varying number of forwards (the steps of an
+    episode, a sequence decoded token by token), its size follows that number: the loss per forward is judged, and
+    when that does not fall either, the objective is not one that falling shows learning for (a policy gradient's
+    loss grows with its episodes' returns): not judged."""
+    pairs = [(v, c) for v, c in pairs if v is not None and math.isfinite(v)]
+    counts = [c for _, c in pairs]
+    varying = len(counts) >= 4 and min(counts) >= 1 and max(counts) >= 1.5 * min(counts) and \
+        sum(counts) / len(counts) >= 2
+    if not varying:
+        return fall([v for v, _ in pairs])
+    fell, start, end, message = fall([v / c for v, c in pairs])
+    if fell:
+        return fell, start, end, message.replace("mean training loss", "mean training loss per forward")
+    return None, None, None, (f"each loss sums a varying number of forwards ({min(counts)} to {max(counts)}: the steps "
+                              "of an episode, a sequence decoded step by step), so its size follows that number, and "
+                              "per forward it did not fall either: a falling loss is not this objective's sign of "
+                              "learning (a policy gradient's grows with its returns)")
 
 
 def fall(values: list[float]) -> tuple[bool | None, float | None, float | None, str]:

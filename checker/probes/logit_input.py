@@ -6,29 +6,35 @@ input, and ``binary_cross_entropy_with_logits`` (``nn.BCEWithLogitsLoss``) appli
 but the scores they see are squeezed into [0, 1], so the loss cannot approach 0 and
 its gradients shrink: the model learns slowly and plateaus with low confidence.
 
-Rule. Training calls of these losses (their input requires grad) are grouped by
-call site: the script's line that called the loss and the line that called that
-one (torch's and the checker's frames left out), so a teacher's and a student's
-loss, or a loss helper called from two places, are judged apart. A call's input
-is *already normalised* when:
+Rule. Training calls of these losses (their input requires grad), of ``nll_loss``
+and of ``log_softmax`` (``F.log_softmax``, ``torch.log_softmax`` and the tensor
+method, seen by the instrumentation) are grouped by call site: the script's line that
+called it and the line that called that one (torch's and the checker's frames left
+out), so a teacher's and a student's loss, or a loss helper called from two places,
+are judged apart. A call's input is *already normalised* (probabilities) when:
 
 * ``cross_entropy`` (class dimension 1, or 0 for an unbatched input; at least two
-  classes): every element is >= 0 and every row along the class dimension sums to
-  the same positive constant c, and c is the same at every call of the site (a
-  spread of the row sums, and of c, of at most 1e-4 of c in float32 and float64,
-  or 4 machine epsilons of the input's dtype in half precision, where a softmax
-  rounds more coarsely). The same c across calls matters for a batch of one row;
+  classes), ``log_softmax`` (along its own dimension) and ``nll_loss``: every
+  element is >= 0 and every row along the class dimension sums to the same positive
+  constant c, and c is the same at every call of the site (a spread of the row
+  sums, and of c, of at most 1e-4 of c in float32 and float64, or 4 machine
+  epsilons of the input's dtype in half precision, where a softmax rounds more
+  coarsely). The same c across calls matters for a batch of one row;
 * ``binary_cross_entropy_with_logits``: every element lies in [0, 1].
 
-A site *fails* when at least 3 of its training calls were checked and every checked
-call was already normalised; for the binary loss, also some targets of those calls
-were below 1/2. The first 16 calls of a site are checked, then every 8th (one
-reduction and one host sync each); a site is no longer checked after its first call
-with raw scores, so a correct script pays for one check per site. The probe fails
-when a site fails; it cannot tell when a site was normalised at every checked call
-but at fewer than 3, or (binary) never with a target below 1/2; it passes when
-every site had a call with raw scores. Not applicable when neither loss was called
-in training: ``log_softmax`` then ``nll_loss`` is correct and not judged here.
+A call gets what it expects when it is not normalised, except ``nll_loss``, which
+expects log-probabilities: every element <= 0 and each row's logsumexp 0 (within
+1e-3); raw scores into ``nll_loss`` are not read. A site *fails* when at least 3 of
+its training calls were checked and every checked call had probabilities; for the
+binary loss, also some targets of those calls were below 1/2. The first 16 calls of
+a site are checked, then every 8th (one reduction and one host sync each); a site is
+no longer checked after its first call with what it expects, so a correct script
+pays for one check per site. The probe fails when a site fails; it cannot tell when a
+site had probabilities at every checked call but at fewer than 3, or (binary) never
+with a target below 1/2; it passes when every site had a call with what it expects:
+``cross_entropy`` on raw scores (label smoothing, class weights, soft targets),
+``nll_loss`` on ``log_softmax``, a ``log_softmax`` of raw scores gathered by hand.
+Not applicable when none of them was called in training.
 
 Why a correct script does not fail. Raw scores are free real numbers: a fresh
 model's scores spread around 0 with both signs, and since adding a constant to a
@@ -51,6 +57,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 from checker.events import Event
 from checker.facts import RunFacts
@@ -60,7 +67,8 @@ ID = "logit-input"
 TITLE = "the loss gets raw scores"
 SYMPTOM_ID, SYMPTOM = "loss-input-range", "values the loss receives"
 
-KINDS = ("cross_entropy", "binary_cross_entropy_with_logits")
+KINDS = ("cross_entropy", "binary_cross_entropy_with_logits", "nll_loss")  # losses judged; log_softmax calls too
+RAW = ("cross_entropy", "binary_cross_entropy_with_logits", "log_softmax")  # what expects raw scores
 MIN_CALLS = 3  # checked training calls of a site, every one normalised, to fail
 FIRST_CHECKED = 16  # calls of a site checked one by one ...
 EVERY = 8  # ... then every EVERY-th
@@ -86,6 +94,13 @@ class Observer:
         self.other: dict[str, None] = {}
         self._skip: tuple[str, ...] | None = None
         session.on(Event.LOSS, ID, self.on_loss)
+        session.on(Event.LOG_SOFTMAX, ID, self.on_log_softmax)
+
+    def on_log_softmax(self, x, dim) -> None:
+        import torch
+
+        if isinstance(x, torch.Tensor) and x.requires_grad and torch.is_grad_enabled():
+            self.judge_call("log_softmax", LogSoftmaxCall(x, dim))
 
     def on_loss(self, call) -> None:
         if not getattr(call.input, "requires_grad", False):
@@ -94,18 +109,23 @@ class Observer:
         if call.kind not in KINDS:
             self.other.setdefault(call.kind, None)
             return
+        self.judge_call(call.kind, call)
+
+    def judge_call(self, kind: str, call) -> None:
         where = self._where()
-        site = self.sites.get((call.kind, where))
+        site = self.sites.get((kind, where))
         if site is None:
-            site = self.sites[call.kind, where] = {"kind": call.kind, "where": list(where), "calls": 0,
-                                                   "checked": 0, "normalised": 0, "total": None, "low_targets": False,
-                                                   "raw": False}
+            site = self.sites[kind, where] = {"kind": kind, "where": list(where), "calls": 0,
+                                              "checked": 0, "normalised": 0, "total": None, "low_targets": False,
+                                              "raw": False}
         site["calls"] += 1
         n = site["calls"] - 1
         if site["raw"] or (n >= FIRST_CHECKED and n % EVERY):
             return
-        verdict = (self._softmaxed if call.kind == "cross_entropy" else self._sigmoided)(call, site)
-        if verdict is None:  # not a shape this rule reads
+        read = {"cross_entropy": self._softmaxed, "log_softmax": self._softmaxed, "nll_loss": self._exponentiated,
+                "binary_cross_entropy_with_logits": self._sigmoided}[kind]
+        verdict = read(call, site)
+        if verdict is None:  # not a shape (or, for nll_loss, not a kind of values) this rule reads
             return
         site["checked"] += 1
         site["normalised"] += verdict
@@ -129,13 +149,33 @@ class Observer:
         return tuple(found)
 
     @staticmethod
-    def _softmaxed(call, site: dict) -> bool | None:
+    def _exponentiated(call, site: dict) -> bool | None:
+        """For ``nll_loss``, which expects log-probabilities: True when it got probabilities (a softmax without its
+        log), False when it got log-probabilities (every value <= 0, each row's logsumexp 0), None otherwise."""
         import torch
 
         x = call.input
         if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() == 0 or x.numel() == 0:
             return None
         dim = 0 if x.dim() == 1 else 1
+        if x.shape[dim] < 2:
+            return None
+        x = x.detach().float()
+        top, spread = torch.stack([x.max(), torch.logsumexp(x, dim).abs().max()]).tolist()  # one sync
+        if top <= 1e-6 and spread <= 1e-3:
+            return False  # log-probabilities: what nll_loss expects
+        probabilities = Observer._softmaxed(call, site)
+        return True if probabilities else None
+
+    @staticmethod
+    def _softmaxed(call, site: dict) -> bool | None:
+        import torch
+
+        x = call.input
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() == 0 or x.numel() == 0:
+            return None
+        dim = getattr(call, "dim", None)
+        dim = (0 if x.dim() == 1 else 1) if dim is None else dim
         if x.shape[dim] < 2:
             return None
         x = x.detach()
@@ -172,6 +212,14 @@ class Observer:
         return Observation(sites, self.evaluation_calls, list(self.other))
 
 
+@dataclass
+class LogSoftmaxCall:
+    """A ``log_softmax`` in training, read like a loss on raw scores along its own dimension."""
+
+    input: Any
+    dim: int | None
+
+
 def normalised(site: dict) -> bool:
     """Every checked call of the site was already normalised (it may still be too few to judge)."""
     return site["checked"] > 0 and site["normalised"] == site["checked"]
@@ -179,7 +227,7 @@ def normalised(site: dict) -> bool:
 
 def fails(site: dict) -> bool:
     return normalised(site) and site["checked"] >= MIN_CALLS and (
-        site["kind"] == "cross_entropy" or site["low_targets"])
+        site["kind"] != "binary_cross_entropy_with_logits" or site["low_targets"])
 
 
 def _seen(site: dict) -> str:
@@ -187,8 +235,9 @@ def _seen(site: dict) -> str:
     counted = f"at {site['normalised']} of {site['checked']} training calls checked"
     if site["calls"] > site["checked"]:
         counted += f" (of {site['calls']})"
-    if site["kind"] == "cross_entropy":
-        return f"the loss's inputs were non-negative and every row summed to {site['total']:.4g} {counted}"
+    if site["kind"] != "binary_cross_entropy_with_logits":
+        what = "log_softmax's inputs" if site["kind"] == "log_softmax" else "the loss's inputs"
+        return f"{what} were non-negative and every row summed to {site['total']:.4g} {counted}"
     return f"the loss's inputs all lay between 0 and 1 {counted}" + (
         ", though some targets were 0" if site["low_targets"] else "")
 
@@ -205,23 +254,33 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
     sites = [s for s in called if s["checked"]]
     if not sites:
         if called:
-            why = "the loss's inputs had a shape this rule does not read (a single class)"
+            why = ("the inputs had a shape or values this rule does not read (a single class; raw scores into "
+                   "nll_loss)")
         elif obs.evaluation_calls:
-            why = "cross_entropy or binary_cross_entropy_with_logits was called only without gradients (evaluation)"
+            why = "cross_entropy, nll_loss or binary_cross_entropy_with_logits was called only without gradients"
         else:
-            why = "no loss on raw scores (cross_entropy, binary_cross_entropy_with_logits) was called in training"
+            why = ("no loss on class scores (cross_entropy, nll_loss, binary_cross_entropy_with_logits) and no "
+                   "log_softmax was called in training")
         if obs.other_losses:
             why += f"; training used {', '.join(obs.other_losses)}"
         return Finding(ID, TITLE, NOT_APPLICABLE, message=why,
-                       observed="no loss that takes raw class scores was called in training" if not called else why)
+                       observed=("no loss on class scores and no log_softmax was called in training" if not called
+                                 else why))
     failing = [s for s in sites if fails(s)]
     if failing:
         worst = failing[0]
-        softmax = worst["kind"] == "cross_entropy"
-        message = (f"{worst['kind']} {_place(worst)} received probabilities (a {'softmax' if softmax else 'sigmoid'} "
-                   f"already applied): {_seen(worst)}. The loss applies its own "
-                   f"{'log_softmax' if softmax else 'logsigmoid'}, so the scores it sees are squeezed into [0, 1]: it "
-                   "cannot approach 0, its gradients shrink, and the model learns slowly and stays unconfident")
+        if worst["kind"] == "nll_loss":
+            message = (f"nll_loss {_place(worst)} received probabilities (a softmax without its log): {_seen(worst)}. "
+                       "nll_loss expects log-probabilities, so it minimises -p instead of -log p: a loss that cannot "
+                       "approach 0 and gradients that vanish as p grows. Use log_softmax (or cross_entropy on the "
+                       "raw scores)")
+        else:
+            softmax = worst["kind"] != "binary_cross_entropy_with_logits"
+            message = (f"{worst['kind']} {_place(worst)} received probabilities (a "
+                       f"{'softmax' if softmax else 'sigmoid'} already applied): {_seen(worst)}. It applies its own "
+                       f"{'log_softmax' if softmax else 'logsigmoid'}, so the scores it sees are squeezed into [0, 1]: "
+                       "the loss cannot approach 0, its gradients shrink, and the model learns slowly and stays "
+                       "unconfident")
         if len(failing) > 1:
             message += f" ({len(failing)} call sites like this)"
         return Finding(ID, TITLE, FAIL, f"{worst['normalised']} of {worst['checked']} calls", "not all", message,
@@ -238,6 +297,9 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
     calls = sum(s["calls"] for s in sites)
     kinds = ", ".join(dict.fromkeys(s["kind"] for s in sites))
     return Finding(ID, TITLE, PASS, f"0 of {len(sites)} call sites", "0",
-                   f"{kinds} received raw scores: at each of its {len(sites)} training call site(s) a checked call had "
-                   f"negative values, rows of different sums or (binary) values above 1 ({checked} checked of {calls} calls)",
-                   observed="the loss's inputs took negative values or rows of different sums, as raw scores do")
+                   f"{kinds} received what they expect (raw scores; log-probabilities for nll_loss): at each of its "
+                   f"{len(sites)} training call site(s) a checked call had negative values, rows of different sums or "
+                   f"(binary) values above 1, or (nll_loss) rows of log-probabilities ({checked} checked of {calls} "
+                   "calls)",
+                   observed="what the loss received took negative values or rows of different sums, as raw scores "
+                            "and log-probabilities do")

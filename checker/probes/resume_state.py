@@ -14,9 +14,15 @@ update, compared with the optimizer that had been training at the save:
   concern); without one (rates set by hand), the rates must be those the next
   update would have used, or those of the last update before the save.
 
-Loading weights before any update (fine-tuning a pretrained checkpoint), loading
-weights that this run did not save, a rollback of weights that the same optimizer
-keeps training, and runs without a checkpoint are not resumes: not applicable.
+The premise is a restart of *this* training: the optimizer built afresh trains the
+module the checkpoint was loaded into, and is of the same kind, over as many
+parameters, as one that was training when the checkpoint was saved. Loading weights
+before any update (fine-tuning a pretrained checkpoint), loading weights that this
+run did not save, a rollback of weights that the same optimizer keeps training,
+loading the best weights at the end and then building a new model and optimizer
+for another experiment, a new stage with another optimizer (a new head, another
+kind or number of parameters), and runs without a checkpoint are not resumes: not
+applicable.
 Measured on the ``text`` reference: optimizer state present and rate 2.48e-3 equal
 to the saved 2.48e-3 (correct) against no state and 3.0e-4 (warm-up restart) with
 only the model saved. Rebuilding the scheduler with ``last_epoch=N`` over a fresh
@@ -92,7 +98,8 @@ class Observer:
         session.on(Event.UPDATE_PRE, ID, self.on_update)
         session.on(Event.SCHEDULER, ID, self.schedulers.append)
         session.on(Event.SAVE, ID, lambda obj, f: self.on_save(obj))
-        session.on(Event.LOAD_STATE, ID, lambda module, state_dict, result: self.on_load(state_dict))
+        session.on(Event.LOAD_STATE, ID, lambda module, state_dict, result: self.on_load(module, state_dict))
+        self.loaded: set[int] = set()  # ids of the parameters of the module the pending resume loaded into
 
     def on_save(self, obj) -> None:
         if not self.session.updates:
@@ -111,12 +118,13 @@ class Observer:
         for fp in prints:
             self.saves[fp] = Snapshot(optimizers)
 
-    def on_load(self, state_dict) -> None:
+    def on_load(self, module, state_dict) -> None:
         if not self.saves or not isinstance(state_dict, dict):
             return
         snapshot = self.saves.get(fingerprint(state_dict))
         if snapshot is not None and snapshot.optimizers:
             self.pending = snapshot
+            self.loaded = {id(p) for p in module.parameters()}
 
     def on_update(self, update) -> None:
         if update.manual:
@@ -134,8 +142,12 @@ class Observer:
             return  # the same optimizer goes on: a rollback of weights, not a resume
         if id(opt) in self.last_lrs:
             return  # it had been updating before: not built for the resume
+        if not any(id(p) in self.loaded for g in opt.param_groups for p in g["params"]):
+            return  # it trains other parameters than those loaded: a new experiment, not a resume
         params = sum(len(g["params"]) for g in opt.param_groups)
-        candidates = [entry for entry in snapshot.optimizers if entry[4] == params] or snapshot.optimizers
+        candidates = [entry for entry in snapshot.optimizers if entry[4] == params and type(entry[0]) is type(opt)]
+        if not candidates:
+            return  # no optimizer of its kind over as many parameters was saved: a new stage, not a restart of one
         saved, had_state, next_lrs, last_lrs, _, saved_steps = candidates[0]
         steps = self.step_count(opt)
         has_state = any(len(opt.state.get(p, {})) for g in opt.param_groups for p in g["params"])

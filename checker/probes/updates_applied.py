@@ -19,10 +19,14 @@ is then expected).
   received gradients over at least ``MIN_SPAN`` backward passes during which no
   update of any kind happened (a stage of a multi-stage script, a teacher's
   pre-training or a linear probe, that never steps).
-* cannot tell: some optimizer's graded parameters never changed while other
-  parameters were updated during the same backward passes: a part deliberately
-  left frozen for this run (an optimizer that starts later) cannot be told from
-  an optimizer that never steps (a GAN's generator beside its discriminator's steps).
+* fail, too: an optimizer that never stepped while it holds parameters that
+  received gradients and other parameters were updated (a seq2seq encoder's
+  optimizer built beside the decoder's, a GAN's generator's beside its
+  discriminator's): building an optimizer over parameters declares that they train.
+* cannot tell: an optimizer that did step, but whose graded parameters never
+  changed while other parameters were updated (a learning rate of 0 in every group,
+  gradients reset before its steps): a part deliberately held still for this run
+  cannot be told from one that was meant to train.
 * pass: every group's gradients were applied at least once. Gradient accumulation
   (few updates per many backward passes), a GradScaler skipping a few steps,
   manual SGD, two optimizers taking turns, a warm-up whose first rate is 0 (the
@@ -174,6 +178,16 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
                        f"({g['steps']} steps of that optimizer)",
                        observed=f"{g['params']} parameters received gradients over {g['span']} backward passes "
                                 "and stayed exactly as they were, while nothing else changed either")
+    idle = [g for g in stalled if not g["steps"] and g.get("span", 0) >= MIN_SPAN]
+    if idle:
+        g = max(idle, key=lambda g: g["params"])
+        return Finding(ID, TITLE, FAIL, f"0 steps of {g['optimizer']}", threshold,
+                       f"the {g['optimizer']} optimizer built over {g['params']} parameters that received gradients "
+                       f"over {g['span']} backward passes never stepped: they never changed, while other "
+                       "parameters trained. Building an optimizer over them declares they train: call its step() "
+                       "(or leave them out of it, and freeze them, if they are meant to stay)",
+                       observed=f"{g['params']} parameters received gradients over {g['span']} backward passes and "
+                                "stayed exactly as they were, while others changed")
     if stalled:
         names = ", ".join(f"{g['optimizer']} ({g['params']} parameters, {g['steps']} steps)" for g in stalled)
         return Finding(ID, TITLE, CANNOT_TELL, measured, threshold,

@@ -1,4 +1,4 @@
-# expect: epoch-order
+# expect: epoch-order~
 """Imitates the well-known MNIST convnet example: Net with two convs, dropout modules and log_softmax,
 train(args, model, device, train_loader, optimizer, epoch) / test(model, device, test_loader), Adadelta + StepLR."""
 from types import SimpleNamespace
