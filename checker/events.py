@@ -18,7 +18,8 @@ event               arguments
 ``UPDATE_PRE``      an :class:`Update` about to change parameters (``optimizer.step()``), or one a
                     manual update already made (seen at the next backward, ``update.manual``)
 ``UPDATE_POST``     the same :class:`Update` after it
-``CLIP``            ``(params, max_norm, norm_type, total_norm)`` of ``clip_grad_norm_``
+``CLIP``            ``(params, max_norm, norm_type, total_norm)`` of ``clip_grad_norm_`` (``clip_grad_value_``: its
+                    value as the max norm of type inf, the largest element before it as the total)
 ``MODE``            ``(kind, training)`` for each dropout or batch-norm computation
 ``LOSS``            a :class:`LossCall` of a loss function of ``torch.nn.functional``
 ``SCHEDULER``       a learning-rate scheduler, right after it was constructed

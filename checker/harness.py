@@ -123,16 +123,27 @@ def check(script: str, device: str, channel_dir: str, key: str) -> dict:
         outcome = {"status": "no-cuda"}
         record.write(channel_dir, {"schema": record.SCHEMA, "complete": True, "outcome": outcome}, key)
         return outcome
-    if not ranks.launched():  # ranks this process starts itself (torch.multiprocessing.spawn) are observed too
-        ranks.observe_spawned(device, channel_dir, key)
-    return observe(lambda: run_script(script, device), device, channel_dir, key)
+    return observe(lambda: run_script(script, device), device, channel_dir, key, spawns=not ranks.launched())
 
 
-def observe(run: Callable[[], dict], device: str, channel_dir: str, key: str) -> dict:
+_inherited: dict = {}  # this process's observed session, and the pid it belongs to (a forked child inherits both)
+
+
+def leave_inherited() -> None:
+    """In a child forked from an observed process: put away the parent's instrumentation (its hooks feed the
+    parent's session), so that the child can observe itself."""
+    session = _inherited.get("session")
+    if session is not None and _inherited.get("pid") != os.getpid():
+        session.patches.undo()
+        _inherited.clear()
+
+
+def observe(run: Callable[[], dict], device: str, channel_dir: str, key: str, spawns: bool = False) -> dict:
     """Install the observers, ``run()`` (which returns the outcome), and write the signed record.
 
     A script that ends its process with ``os._exit`` writes the record on its way out, with what was seen until
-    then: an ``os._exit`` in the middle of training is reported as such, never as a run without a record."""
+    then: an ``os._exit`` in the middle of training is reported as such, never as a run without a record. With
+    ``spawns``, the processes the script starts are observed as ranks (:func:`checker.ranks.observe_spawned`)."""
     from checker.instrument import Instrumentation
     from checker.probes import PROBES
     from checker.session import Session
@@ -146,6 +157,9 @@ def observe(run: Callable[[], dict], device: str, channel_dir: str, key: str) ->
             session.errors[probe.ID] = f"{type(exc).__name__}: {exc}"
     instrumentation = Instrumentation(session)
     instrumentation.install()
+    if spawns:  # the processes this one starts itself are observed too, each as a rank
+        ranks.observe_spawned(device, channel_dir, key, session.patches)
+    _inherited.update(session=session, pid=os.getpid())
     concluded: list[dict] = []
 
     def conclude(outcome: dict) -> dict:

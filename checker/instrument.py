@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import operator
 import os
 import weakref
@@ -51,6 +52,11 @@ class Instrumentation:
         self._latest: dict[int, Pass] = {}  # id() of a DataLoader -> the pass its latest iteration started
         self._scheduler_init = 0
         self._stepping: list = []  # the schedulers whose step() is running, outermost first
+        # The process groups the script made, held until the process ends: gloo's worker thread releases each finished
+        # collective's thread state, which needs the interpreter's lock; a group freed while a collective is still being
+        # released there (the last reference dropped in Python: DDP's reducer freed with its model) joins that thread
+        # while holding the lock, and both wait for ever. The checker's own work between steps widens that window.
+        self._groups: list = []
 
     def install(self) -> None:
         s = self.session
@@ -101,6 +107,7 @@ class Instrumentation:
             result = waiting_in(original_init, "torch.distributed.init_process_group (the rendezvous)", where)(
                 *args, **kwargs)
             session.rank, session.world = dist.get_rank(), dist.get_world_size()
+            self._groups.append(dist.distributed_c10d._get_default_group())
             return result
 
         self._patch(dist, "init_process_group", init_process_group)
@@ -194,6 +201,26 @@ class Instrumentation:
 
         self._patch(clip_grad, "clip_grad_norm_", clip_grad_norm_)
         self._patch(torch.nn.utils, "clip_grad_norm_", clip_grad_norm_)
+
+        original_value = clip_grad.clip_grad_value_
+        read_value = arguments_of(original_value)
+
+        @functools.wraps(original_value)
+        def clip_grad_value_(*args: Any, **kwargs: Any):
+            """Clipping by value: CLIP as a clip of the infinity norm (the largest element's size) at that value."""
+            given = read_value(args, kwargs)
+            parameters = given["parameters"]
+            params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
+            args = (params, *args[1:]) if args else args
+            kwargs = {**kwargs, "parameters": params} if "parameters" in kwargs else kwargs
+            session.before_clip()
+            measured = session.total_norm([p.grad for p in params if p.grad is not None], math.inf)
+            result = original_value(*args, **kwargs)
+            session.emit(Event.CLIP, params, float(given["clip_value"]), math.inf, measured)
+            return result
+
+        self._patch(clip_grad, "clip_grad_value_", clip_grad_value_)
+        self._patch(torch.nn.utils, "clip_grad_value_", clip_grad_value_)
 
     # -- functions whose behaviour depends on the mode, and losses ----------------
     def _wrap_mode_functions(self) -> None:

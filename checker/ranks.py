@@ -83,39 +83,81 @@ def launched() -> bool:
     return ("RANK" in os.environ and "WORLD_SIZE" in os.environ) or SPAWNED in os.environ
 
 
-def observe_spawned(device: str, channel: str, key: str) -> None:
-    """Observe the processes the script starts with ``torch.multiprocessing.spawn`` / ``start_processes`` (in a
-    fresh interpreter: the ``spawn`` and ``forkserver`` methods) as ranks: each writes ``rank-I`` of the channel.
-    Processes started with the ``fork`` method are not observed; the channel says they were started."""
+def observe_spawned(device: str, channel: str, key: str, patches) -> None:
+    """Observe the processes the script starts itself, each as one rank writing ``rank-I`` of the channel:
+
+    * with ``torch.multiprocessing.spawn`` / ``start_processes`` (any start method), rank I being torch's process
+      index;
+    * with ``multiprocessing.Process`` (and ``torch.multiprocessing.Process``) running a function of the script's
+      own (Hogwild's workers), numbered in the order they start. DataLoader workers, pool workers and what torch
+      or the checker start for themselves are not ranks.
+
+    A forked child carries this process's observers mid-run: it puts them away before it observes itself. A
+    process subclass with its own ``run()``, started in a fresh interpreter (spawn, forkserver), is not observed;
+    the channel says such processes were started."""
+    import multiprocessing.process
+
     import torch.multiprocessing
 
     spawning = sys.modules["torch.multiprocessing.spawn"]  # the module: the package's `spawn` is its function
-    original = spawning.start_processes
+    original_start_processes = spawning.start_processes
 
     def start_processes(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):
-        if start_method != "fork":
-            fn = SpawnedRank(fn, device, channel, key)
-        else:  # a forked copy carries this process's observers mid-run: not observed as a rank, and said so
-            with open(os.path.join(channel, FORKED), "w"):
-                pass
-        return original(fn, args, nprocs, join, daemon, start_method)
+        return original_start_processes(SpawnedRank(fn, device, channel, key), args, nprocs, join, daemon, start_method)
 
-    spawning.start_processes = torch.multiprocessing.start_processes = start_processes
+    patches.patch(spawning, "start_processes", start_processes)
+    patches.patch(torch.multiprocessing, "start_processes", start_processes)
+
+    base = multiprocessing.process.BaseProcess
+    original_start, started = base.start, [0]
+
+    def start(process) -> None:
+        target = getattr(process, "_target", None)
+        if target is not None and not isinstance(target, (SpawnedRank, ObservedProcess)) and own_code(target):
+            process._target = ObservedProcess(target, started[0], device, channel, key)
+            started[0] += 1
+        elif target is None and type(process).run is not base.run and own_code(type(process).run):
+            if _method(process) == "fork":
+                process.run = ObservedProcess(process.run, started[0], device, channel, key)
+                started[0] += 1
+            else:
+                with open(os.path.join(channel, FORKED), "w"):
+                    pass
+        return original_start(process)
+
+    patches.patch(base, "start", start)
 
 
-class SpawnedRank:
-    """A process function the checked script hands to ``torch.multiprocessing.spawn``, observed in the child.
+def own_code(function) -> bool:
+    """Whether ``function`` is the script's (not torch's, the checker's or Python's own workers)."""
+    module = (getattr(function, "__module__", None) or "").split(".")[0]
+    return module not in ("torch", "checker", "multiprocessing", "concurrent", "threading")
 
-    Pickled with the function to the new interpreter, it installs the observers there, calls the function
-    as the script asked, writes the rank's record, and lets the function's exception (if any) go on to the
-    parent, as it would have."""
+
+def _method(process) -> str:
+    context = getattr(process, "_ctx", None) or getattr(process, "_start_method", None)
+    if isinstance(context, str):
+        return context
+    try:
+        import multiprocessing
+
+        return (context.get_start_method() if context is not None else multiprocessing.get_start_method())
+    except (AttributeError, ValueError):
+        return "fork"
+
+
+class ObservedChild:
+    """What a process the script starts runs, observed in that process: it installs the observers there (in a
+    forked child, after putting away the parent's), calls what the script asked for, writes its record to
+    ``rank-I``, and ends as it would have (its exception, if any, goes on)."""
 
     def __init__(self, fn, device: str, channel: str, key: str):
         self.fn, self.device, self.channel, self.key = fn, device, channel, key
 
-    def __call__(self, index: int, *args) -> None:
+    def observe(self, index: int, call) -> None:
         from checker import harness
 
+        harness.leave_inherited()
         os.environ[SPAWNED] = str(index)
         os.environ["KATA_DEVICE"] = self.device
         own = rank_dir(self.channel, index)
@@ -124,7 +166,7 @@ class SpawnedRank:
 
         def run() -> dict:
             try:
-                self.fn(index, *args)
+                call()
                 outcome = {"status": "finished", "code": 0}
             except SystemExit as exc:
                 raised.append(exc)
@@ -141,6 +183,24 @@ class SpawnedRank:
         harness.observe(run, self.device, own, self.key)
         if raised:
             raise raised[0]
+
+
+class SpawnedRank(ObservedChild):
+    """A process function the checked script hands to ``torch.multiprocessing.spawn``: rank I is its index."""
+
+    def __call__(self, index: int, *args) -> None:
+        self.observe(index, lambda: self.fn(index, *args))
+
+
+class ObservedProcess(ObservedChild):
+    """The target (or ``run``) of a ``multiprocessing.Process`` the script starts: rank I in start order."""
+
+    def __init__(self, fn, index: int, device: str, channel: str, key: str):
+        super().__init__(fn, device, channel, key)
+        self.index = index
+
+    def __call__(self, *args, **kwargs) -> None:
+        self.observe(self.index, lambda: self.fn(*args, **kwargs))
 
 
 def sampled(ordinal: int) -> bool:

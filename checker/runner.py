@@ -53,7 +53,7 @@ class Run:
     left_running: list[tuple[int | None, str]] = field(default_factory=list)  # (rank, command) of processes a
     # distributed run's ranks left behind after their launcher ended
     launched: bool = False  # the ranks were started by a launcher (no process of the script's own above them)
-    forked: bool = False  # the script started processes with torch.multiprocessing's fork method (not observed)
+    forked: bool = False  # the script started processes it cannot observe (a Process subclass's own run(), spawned)
 
 
 @dataclass
@@ -230,15 +230,22 @@ def watch(child, channel: str, reader: OutputReader, limits: Limits, started: fl
     written = [os.path.join(folder, record.RECORD) for folder in folders]
     members = members or (lambda: processes.group_members(child.pid))
     next_memory_check = next_listing = 0.0
+    finished, last_finish, done = 0, started, 0  # ranks that wrote their record, and when the latest did
     while not child.wait(POLL) and not all(os.path.exists(path) for path in written):
         now = time.monotonic()
         if now - started > limits.timeout:
             return "timeout"
         if ranks is None and now >= next_listing:  # ranks the script starts itself beat in their own folders
             next_listing = now + 0.5
-            heartbeats = [os.path.join(folder, HEARTBEAT) for folder in [channel, *rank_dirs(channel)]]
+            spawned = rank_dirs(channel)
+            heartbeats = [os.path.join(folder, HEARTBEAT) for folder in [channel, *spawned]]
+            done = sum(os.path.exists(os.path.join(folder, record.RECORD)) for folder in spawned)
+        elif ranks is not None:
+            done = sum(os.path.exists(path) for path in written)
+        if done > finished:  # a rank that finished is finished, not idle: the others' idle time starts again
+            finished, last_finish = done, now
         beat = max([started] + [time.monotonic() - (time.time() - mtime) for mtime in map(_mtime, heartbeats) if mtime])
-        if now - max(beat, reader.last_output, started) > limits.idle:
+        if now - max(beat, reader.last_output, started, last_finish) > limits.idle:
             return "idle"
         if limits.memory_mb and now >= next_memory_check:
             next_memory_check = now + 0.5

@@ -95,8 +95,9 @@ def judge(run: Run, script: str, device: str, limits: Limits) -> Report:
     problem = _run_problem(run, limits)
     if problem:
         return _set(report, *problem)
-    if run.ranks:
-        return _judge_ranks(report, run.ranks, run.record)
+    ranks = [r for r in run.ranks if run.launched or not untrained_child(r)]
+    if ranks:
+        return _judge_ranks(report, ranks, run.record)
     outcome = run.record["outcome"]
     failure = _failure(outcome, "the script")
     if failure:
@@ -105,9 +106,9 @@ def judge(run: Run, script: str, device: str, limits: Limits) -> Report:
     facts = RunFacts.from_json(run.record["facts"])
     if not facts.backwards and not facts.updates and run.forked:
         return _set(report, "script-failed", EXIT_SCRIPT_FAILED, "no training was observed in the script's own "
-                    "process, and the processes it started with torch.multiprocessing's fork method cannot be "
-                    "observed: start them with the spawn method, or run one process per rank under a launcher "
-                    "(--nproc N)")
+                    "process, and the processes it started from a Process subclass with a run() of its own, in a "
+                    "fresh interpreter (the spawn or forkserver method), cannot be observed: give the Process a "
+                    "target function instead, or run one process per rank under a launcher (--nproc N)")
     if not facts.backwards and not facts.updates:
         why = (f"the script exited ({exit_name(outcome)}) before any training was observed"
                if outcome.get("exit_called") else
@@ -200,6 +201,15 @@ def _unobserved(probe, record: dict, facts: RunFacts) -> Finding | None:
 SEVERITY = {ERROR: 5, FAIL: 4, ADVICE: 3, CANNOT_TELL: 2, PASS: 1, NOT_APPLICABLE: 0}
 
 
+def untrained_child(r: RankRun) -> bool:
+    """A process the script started itself that ended well without training (a helper, a pool's worker): not a
+    rank to judge."""
+    if r.record is None or _failure(r.record["outcome"], "") or "facts" not in r.record:
+        return False
+    facts = RunFacts.from_json(r.record["facts"])
+    return not facts.backwards and not facts.updates
+
+
 def _judge_ranks(report: Report, ranks: list[RankRun], parent: dict | None = None) -> Report:
     """Every rank judged on its own (a finding names the ranks it comes from) and the ranks compared.
 
@@ -216,24 +226,53 @@ def _judge_ranks(report: Report, ranks: list[RankRun], parent: dict | None = Non
     if idle:
         return _set(report, "script-failed", EXIT_SCRIPT_FAILED, f"no training was observed on rank {idle[0]}: it never "
                     "called backward() or updated a parameter")
+    grouped = any(f.rank is not None for f in facts)  # ranks of a process group, not independent workers
     for probe in PROBES:
         if hasattr(probe, "judge_ranks"):
             broken = next(filter(None, (_unobserved(probe, r.record, f) for r, f in zip(ranks, facts))), None)
+            if not grouped:
+                report.findings.append(Finding(probe.ID, probe.TITLE, NOT_APPLICABLE, message=(
+                    f"{len(ranks)} processes trained, but none joined a process group: they are not data-parallel "
+                    "replicas to compare (Hogwild-style workers sharing one model)")))
+                continue
             report.findings.append(broken or probe.judge_ranks(
                 [probe.Observation(**r.record["observations"][probe.ID]) for r in ranks], facts))
         else:
-            report.findings.append(merged([_judged(probe, r.record, f) for r, f in zip(ranks, facts)]))
+            findings = [_judged(probe, r.record, f) for r, f in zip(ranks, facts)]
+            if probe.ID == "health" and not grouped:
+                findings = [shared_start(f, findings) for f in findings]
+            report.findings.append(merged(findings, "rank" if grouped else "process"))
     return _conclude(report)
 
 
-def merged(findings: list[Finding]) -> Finding:
-    """One probe's findings on every rank, as one: the worst, naming the ranks it was found on."""
+def shared_start(finding: Finding, every: list[Finding]) -> Finding:
+    """Workers that train one shared model (Hogwild): only the first to train saw it untrained, so the initial
+    loss is judged on the best of them; the other criteria stay each worker's own."""
+    if finding.status == ERROR:
+        return finding
+    initial = [p for f in every for p in f.parts if p.probe.endswith("initial-loss")]
+    if not any(p.status == PASS for p in initial):
+        return finding
+    parts = [next(p for p in initial if p.status == PASS) if p.probe.endswith("initial-loss") else p
+             for p in finding.parts]
+    failed = [p for p in parts if p.status == FAIL]
+    return Finding(finding.probe, finding.title, FAIL if failed else PASS,
+                   f"{sum(p.status == PASS for p in parts)} of {len(parts)} criteria", finding.threshold,
+                   "; ".join(p.message for p in failed) if failed else "the script trains and learns", parts=parts)
+
+
+def merged(findings: list[Finding], unit: str = "rank") -> Finding:
+    """One probe's findings on every rank (or worker process), as one: the worst, naming those it was found on."""
     worst = max(findings, key=lambda f: SEVERITY.get(f.status, 0))
     if worst.status in (PASS, NOT_APPLICABLE):
         return worst
     where = [rank for rank, f in enumerate(findings) if f.status == worst.status]
-    label = f"rank {where[0]}" if len(where) == 1 else ("every rank" if len(where) == len(findings) else
-                                                        "ranks " + ", ".join(map(str, where)))
+    if len(where) == 1:
+        label = f"{unit} {where[0]}"
+    elif len(where) == len(findings):
+        label = f"every {unit}"
+    else:
+        label = ("processes " if unit == "process" else f"{unit}s ") + ", ".join(map(str, where))
     return Finding(worst.probe, worst.title, worst.status, worst.measured, worst.threshold,
                    f"{label}: {worst.message}", worst.series, worst.parts,
                    f"{label}: {worst.symptom}" if worst.symptom else "")
@@ -308,8 +347,9 @@ def _run_problem(run: Run, limits: Limits) -> tuple[str, int, str] | None:
     if run.ended == "idle":
         if run.forked:
             return "timeout", EXIT_TIMEOUT, (f"no progress for {limits.idle:g} s (--idle): the script's own process "
-                                             f"waited for processes it started with torch.multiprocessing's fork "
-                                             "method, which cannot be observed (use the spawn method, or --nproc N)")
+                                             "waited for processes it started from a Process subclass with a run() "
+                                             "of its own in a fresh interpreter, which cannot be observed (give the "
+                                             "Process a target function, or use --nproc N)")
         if run.ranks:
             return "timeout", EXIT_TIMEOUT, f"no progress for {limits.idle:g} s (--idle){_unfinished(run)}"
         return "timeout", EXIT_TIMEOUT, f"no progress for {limits.idle:g} s: is a loop unbounded? (--idle)"

@@ -273,7 +273,14 @@ def test_a_ddp_interview_task_is_briefed_for_torchrun_and_graded_as_two_ranks(tm
     out = tmp_path / "task"
     made = CliRunner().invoke(main, ["interview", "--ref", "ddp", "--bugs", "2", "--seed", "3", "--out", str(out)])
     assert made.exit_code == 0, made.output
-    assert "torchrun --standalone --nproc-per-node 2 train.py" in (out / "candidate" / "README.md").read_text()
+    brief = (out / "candidate" / "README.md").read_text()
+    assert "torchrun --standalone --nproc-per-node 2 train.py" in brief and "    kata check train.py" in brief
+    before = (out / "candidate" / "train.py").read_text()
+    checked = subprocess.run([sys.executable, "-m", "katas", "check", "--json", "train.py"], cwd=out / "candidate",
+                             capture_output=True, text=True, env=child_env(), timeout=300)  # as the brief says
+    doc = json.loads(checked.stdout)
+    assert (checked.returncode, doc["nproc"]) == (1, 2), doc["problem"]  # the two ranks run: the bugs show
+    assert (out / "candidate" / "train.py").read_text() == before
     (out / "candidate" / "train.py").write_text((out / "key" / "solution.py").read_text())
     graded = CliRunner().invoke(main, ["grade", "--json", str(out)])
     doc = json.loads(graded.output)
@@ -337,13 +344,60 @@ def test_a_print_that_says_it_is_one_rank_s_accuracy_may_report_its_shard():
     assert reported_metric.judge_ranks([labelled, rank1], FACTS).status == PASS
 
 
-def test_ranks_forked_by_the_script_are_said_to_be_unobserved_never_passed(tmp_path):
+def test_ranks_forked_by_the_script_are_observed_and_compared(tmp_path):
+    """start_processes with the fork method: each forked copy puts the parent's observers away and observes itself."""
     script = tmp_path / "forked.py"
     script.write_text(SPAWNED.replace("mp.spawn(worker, args=(2, port), nprocs=2)",
                                       'mp.start_processes(worker, args=(2, port), nprocs=2, start_method="fork")'))
-    result = CliRunner().invoke(main, ["check", "--idle", "8", "--json", str(script)])
+    result = CliRunner().invoke(main, ["check", "--json", str(script)])
     report = json.loads(result.output)
-    # the forked copies run on (exit 3 once they are done) or, forked from a process whose thread pools were in
-    # use, may hang (exit 4): either way the report says why nothing was observed
-    said = ("fork method cannot be observed", "fork method, which cannot be observed")
-    assert result.exit_code in (3, 4) and any(words in report["problem"] for words in said), report["problem"]
+    assert (result.exit_code, report["nproc"]) == (1, 2), report["problem"]
+    failed = {p["probe"] for p in report["probes"] if p["status"] in (FAIL, "error")}
+    assert failed == {"epoch-order", "rank-shards"}, report["probes"]
+
+
+HOGWILD = '''\
+import torch, torch.nn as nn, torch.multiprocessing as mp
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def train(rank, model):
+    torch.manual_seed(rank)
+    x = torch.randn(512, 8)
+    loader = DataLoader(TensorDataset(x, (x[:, 0] > 0).long()), batch_size=32, shuffle=True)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.5)
+    for epoch in range(3):
+        for xb, yb in loader:
+            {reset}
+            nn.functional.cross_entropy(model(xb), yb).backward()
+            optimizer.step()
+
+
+if __name__ == "__main__":
+    mp.set_start_method("{method}", force=True)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    model.share_memory()
+    workers = [mp.Process(target=train, args=(rank, model)) for rank in range(2)]
+    for p in workers:
+        p.start()
+    for p in workers:
+        p.join()
+    with torch.no_grad():
+        x = torch.randn(256, 8)
+        print("accuracy", round((model(x).argmax(1) == (x[:, 0] > 0).long()).float().mean().item(), 3))
+'''
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_hogwild_workers_are_observed_each_as_a_process_and_never_compared_as_replicas(tmp_path, method):
+    """multiprocessing.Process workers training one shared model: each is judged; the replica probes do not apply."""
+    clean, broken = tmp_path / f"hogwild_{method}.py", tmp_path / f"hogwild_{method}_no_reset.py"
+    clean.write_text(HOGWILD.format(reset="optimizer.zero_grad()", method=method))
+    broken.write_text(HOGWILD.format(reset="pass", method=method))
+    reports = [json.loads(CliRunner().invoke(main, ["check", "--json", str(path)]).output) for path in (clean, broken)]
+    assert [(r["exit_code"], r["nproc"]) for r in reports] == [(0, 2), (1, 2)], [r["problem"] for r in reports]
+    statuses = [{p["probe"]: p for p in r["probes"]} for r in reports]
+    assert statuses[0]["rank-params"]["status"] == "n/a" and "process group" in statuses[0]["rank-params"]["message"]
+    assert statuses[1]["grads-accumulate"]["status"] == FAIL
+    assert statuses[1]["grads-accumulate"]["message"].startswith("every process: ")

@@ -195,3 +195,24 @@ def test_a_decay_stepped_past_its_horizon_fails_and_a_warm_up_does_not():
     assert status(schedule("PolynomialLR", 20, calls=48)) == FAIL  # stays at zero for the rest of the run
     assert status(schedule("LinearLR", 10, calls=48)) == PASS
     assert status(schedule("CosineAnnealingLR", 48, calls=48)) == PASS
+
+
+def test_a_stage_that_continues_a_trained_model_need_not_fall_but_a_fresh_stalled_one_fails():
+    first = [2.0 - 0.04 * i for i in range(30)] + [0.84 + 0.001 * (i % 2) for i in range(20)]  # falls, then settles
+    level = [0.84 + 0.002 * (i % 3) for i in range(30)]  # a second optimizer goes on from there: flat
+    groups = [0] * 50 + [1] * 30
+    continued = health.loss_falls(facts(losses=first + level, loss_groups=groups, updates=80, backwards=80))
+    assert continued.status == PASS  # the first stage fell; the second, which continued it, is not held to falling
+    still = [2.0 - 0.03 * i for i in range(50)] + [0.5 - 0.0005 * i for i in range(30)]  # stage 1 still falling
+    assert health.loss_falls(facts(losses=still, loss_groups=groups, updates=80, backwards=80)).status == FAIL
+    fresh = health.loss_falls(facts(losses=first + [1.9] * 30, loss_groups=groups, updates=80, backwards=80))
+    assert fresh.status == FAIL  # a new stage that starts high and never learns
+
+
+def test_losses_that_sum_an_episode_are_judged_per_forward():
+    lengths = [4, 6, 9, 12, 16, 20, 26, 32, 40, 40] * 2
+    growing = [2.0 * n for n in lengths]  # per forward constant: an episode's summed loss follows its length
+    part = health.loss_falls(facts(losses=growing, loss_forwards=lengths, updates=20, backwards=20))
+    assert part.status == NOT_APPLICABLE and "varying number of forwards" in part.message
+    learning = [n * (2.0 - 0.08 * i) for i, n in enumerate(lengths)]  # per forward it falls: learning
+    assert health.loss_falls(facts(losses=learning, loss_forwards=lengths, updates=20, backwards=20)).status == PASS

@@ -156,6 +156,8 @@ class Observer:
     def on_clip(self, params, max_norm, norm_type, total_norm) -> None:
         if not self.recording or self.done:
             return
+        if norm_type == float("inf") and self.why is None and total_norm > max_norm:  # clip_grad_value_ engaged
+            self.why = "gradients clipped by value, element by element: the applied mean is not a scaled copy"
         factor = min(1.0, max_norm / (total_norm + 1e-6))
         for p in params:
             self.clip[id(p)] = self.clip.get(id(p), 1.0) * factor

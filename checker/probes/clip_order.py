@@ -1,8 +1,10 @@
 """clip-order: the gradients an optimizer step applies are within the clip value.
 
 Rule: every ``clip_grad_norm_`` call records its parameters, ``max_norm`` and
-norm type. At each later optimizer step, just before the update, the gradient
-norm of each clipped parameter set must be at most ``max_norm`` (times 1 + 1e-6).
+norm type, and every ``clip_grad_value_`` call its parameters and ``clip_value``
+(a clip of the infinity norm: the largest element's size). At each later
+optimizer step, just before the update, the gradient norm of each clipped
+parameter set must be at most ``max_norm`` (times 1 + 1e-6).
 Clipping after ``optimizer.step()`` leaves the applied gradients unclipped. The
 figures also show how often clipping engaged; a clip value that is never
 exceeded cannot tell the two orders apart. A manual update (no ``torch.optim``)

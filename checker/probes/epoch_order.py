@@ -10,8 +10,8 @@ Observed. For every DataLoader pass: the indices its sampler (or batch sampler)
 yields (recorded by :mod:`checker.instrument`, a hash of the whole order plus its
 first index batches), and what the batches served: a digest of each batch's class
 labels (its last one-dimensional integer tensor) and of a sample of its tensors'
-values, in order. For the first pass of each loader, each batch's labels are kept
-to measure how *representative* the batches are: the mean total-variation distance
+values, in order. For the first passes of each loader, each batch's labels are kept
+to measure how *representative* the batches of its first trained pass are: the mean total-variation distance
 between a batch's label mix and the whole pass's (its *spread*), against the same
 for the pass's labels in three shuffled orders (the spread shuffling would give).
 Only trained passes count, those whose batches fed a forward that a backward pass
@@ -79,7 +79,8 @@ SYMPTOM_ID, SYMPTOM = "batch-order", "the order of training batches across epoch
 MIN_INDICES = 10  # compared indices for a repeat to mean a fixed order: 1/10! < 3e-7 by chance
 SAMPLED = 256  # values of a tensor that go into a batch's digest
 KEPT_DIGESTS = 8  # per-batch digests kept in full (to compare a pass that stopped early)
-KEPT_LABELS = 100_000  # labels of a loader's first pass kept to measure its batches' spread
+KEPT_LABELS = 100_000  # labels kept to measure the batches' spread (its first passes: a peek may come first)
+KEPT_PASSES = 3  # passes of each loader whose labels are kept
 SPREAD_RATIO, SPREAD_MARGIN = 2.0, 0.1  # a fixed order this much less representative than a shuffled one fails
 SHUFFLES = 3  # shuffled orders the spread is compared with
 
@@ -113,7 +114,7 @@ class Observer:
     def __init__(self, session):
         self.session = session
         self.served: dict[int, Served] = {}  # pass index -> what it served
-        self.first_of: dict[int, int] = {}  # loader key -> index of its first pass
+        self.passes_of: dict[int, int] = {}  # loader key -> its passes seen so far
         self.kept = 0
         session.on(Event.BATCH, ID, self.on_batch)
 
@@ -124,7 +125,8 @@ class Observer:
         served = self.served.get(current.index)
         if served is None:
             served = self.served[current.index] = Served()
-            if self.first_of.setdefault(current.loader, current.index) == current.index:
+            self.passes_of[current.loader] = self.passes_of.get(current.loader, 0) + 1
+            if self.passes_of[current.loader] <= KEPT_PASSES:
                 served.kept = []
         labels = self.session.labels
         label_digest = 0
@@ -269,7 +271,7 @@ def summarise(group: dict) -> dict:
         elif order_a is not None:
             unsure += 1  # the same indices, other values, no labels: augmentation or new items
     first = passes[0][1]
-    kept = first.kept or []
+    kept = first.kept or next((served.kept for _, served in passes if served.kept), [])
     return {"dataset": group["dataset"], "sampler": group["sampler"], "shuffles": group["shuffles"],
             "stream": passes[0][0] is None,
             "passes": len(passes), "items": passes[0][0].indices if passes[0][0] is not None else first.batches,

@@ -248,6 +248,10 @@ def copy_of(module, dtype=None):
         for value in vars(m).values():
             if isinstance(value, torch.Tensor) and not value.is_leaf:  # deepcopy takes only leaves
                 memo[id(value)] = value.detach()
+            elif isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) and not v.is_leaf for v in
+                                                          _flat(value)):
+                memo[id(value)] = type(value)([])  # a policy's saved log-probabilities, an episode's values: the
+                # copy starts without them (they belong to the run, not to the function the model computes)
             elif not isinstance(value, plain) and not callable(value):
                 memo[id(value)] = value
     twin = copy.deepcopy(module, memo)
@@ -266,6 +270,15 @@ def copy_of(module, dtype=None):
                     if isinstance(item, torch.nn.Module):
                         item.to(dtype).eval()
     return (twin if dtype is None else twin.to(dtype)).eval()
+
+
+def _flat(values, depth: int = 0):
+    """The items of a list or tuple, and of the lists and tuples in it (two levels: ``[(log_prob, value), ...]``)."""
+    for v in values:
+        if isinstance(v, (list, tuple)) and depth < 1:
+            yield from _flat(v, depth + 1)
+        else:
+            yield v
 
 
 def measure(twin, args: tuple, kwargs: dict, obs: Observation) -> None:

@@ -271,8 +271,8 @@ class Observer:
         if key in seen:
             return
         seen.add(key)
-        params = [p for p in module._parameters.values() if p is not None]
-        for p in params:
+        params = [p for p in module._parameters.values() if p is not None and p.numel()]  # an empty parameter
+        for p in params:  # (``nn.Parameter(torch.empty(0))``, kept to read the device) has no gradient to receive
             self.owner.setdefault(id(p), id(module))
         if grad:
             self.pending.setdefault(forward.index, set()).update(id(p) for p in params if p.requires_grad)

@@ -9,7 +9,9 @@ Zeroing before or after the step, ``set_to_none=False``, ``model.zero_grad()``,
 ``p.grad = None``, k-step accumulation and a GAN whose generator's backward
 leaves gradients in the discriminator that ``netD.zero_grad()`` clears before
 the discriminator's next update all pass; lowering the learning rate, clipping
-or rescaling the loss do not. Manual updates (no ``torch.optim``) count as updates.
+or rescaling the loss do not. Manual updates (no ``torch.optim``) count as updates in a run without
+optimizers; beside one, parameters changed by hand are an EMA or a target network's soft update, which applies no
+gradient, and are not judged.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ class Observation:
 
 class Observer:
     def __init__(self, session):
+        self.session = session
         self.old: set[int] = set()  # parameters whose .grad still holds gradient from before their last update
         self.obs = Observation()
         session.on(Event.GRAD, ID, self.on_grad)
@@ -45,15 +48,24 @@ class Observer:
         if id(p) in self.old and (p.grad is None or not any_nonzero(p.grad)):
             self.old.discard(id(p))
 
+    def judged(self, update) -> bool:
+        """Manual updates are judged only in a run without optimizers: beside one, parameters changed by hand are
+        an EMA or target network's copy (a soft update), which applies no gradient at all."""
+        return not update.manual or not self.session.optimizers
+
     def on_update_pre(self, update) -> None:
         from checker.tensors import any_nonzero
 
+        if not self.judged(update):
+            return
         stale = sum(1 for p in update.params if id(p) in self.old and p.grad is not None and any_nonzero(p.grad))
         self.obs.updates += 1
         self.obs.stale_updates += stale > 0
         self.obs.stale_params_per_update.append(stale)
 
     def on_update_post(self, update) -> None:
+        if not self.judged(update):
+            return
         for p in update.params:  # zeros are told apart later, only where it matters
             if p.grad is not None:
                 self.old.add(id(p))

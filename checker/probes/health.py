@@ -3,14 +3,19 @@
 Criteria (each its own row; a criterion whose premise the run does not meet says n/a and why):
 
 * training ran: at least one update (an optimizer step or a manual update);
-* initial loss near ln(k): the first loss of a cross-entropy, NLL or binary
-  cross-entropy over class labels (k classes; two for binary targets in {0, 1}),
+* initial loss near ln(k): the first loss that a backward pass reached (a
+  diagnostic ``print(loss_fn(model(x), y))`` is not training), of a cross-entropy,
+  NLL or binary cross-entropy over class labels (averaged over the first losses
+  until 32 samples, at most 4: a batch of 4 alone is too noisy) (k classes; two for binary targets in {0, 1}),
   as a mean per target, is between half and twice ln(k). For a hand-written loss,
   the first backward's loss (times the accumulation factor) when the batch has
   integer labels the model's output scores (k outputs, or one logit and 0/1 labels);
 * training loss falls: the mean of the last fifth of the backward passes' losses
-  is at least 10 % of its size below the mean of the first fifth; not judged
-  when two optimizers take turns on disjoint parameters (adversarial training);
+  is at least 10 % of its size below the mean of the first fifth, for each
+  updater's stage; not judged when two optimizers take turns on disjoint
+  parameters (adversarial training), for a stage that began at the level where an
+  earlier stage's loss had settled (it continues a trained model), or per forward where each loss
+  sums a varying number of forwards (see ``objective_falls``);
 * every training batch leads to an update (k-step accumulation allowed);
 * parameters are finite at the end;
 * validation accuracy: in the last block of evaluation forwards, the class
@@ -37,6 +42,8 @@ SYMPTOM_ID, SYMPTOM = "health", "training health"
 LOSS_BAND = (0.5, 2.0)
 FALL = 0.1
 ABOVE_CHANCE = 0.25
+CANDIDATES = 16  # losses with gradients kept while none has been backpropagated yet
+INITIAL_SAMPLES, INITIAL_LOSSES = 32, 4  # the initial loss is the mean of the first losses over this many samples
 CLASS_LOSSES = {"cross_entropy": "classes", "nll_loss": "classes", "binary_cross_entropy": "binary",
                 "binary_cross_entropy_with_logits": "binary"}
 
@@ -54,23 +61,39 @@ class Observer:
     def __init__(self, session):
         self.session = session
         self.obs = Observation()
-        self.first_call_seen = False
+        self.candidates: list[tuple] = []  # (kind, classes, mean per target) of the first losses with gradients
+        self.reached: set[int] = set()  # ... that a backward pass reached
         self.top_label = -1  # the largest class label seen in a batch a forward scored
         self.scored: dict[int, dict] = {}  # forward index -> {"correct", "total", "counts", "source"}
         session.on(Event.LOSS, ID, self.on_loss)
         session.on(Event.FORWARD_END, ID, self.on_forward_end)
 
     def on_loss(self, call) -> None:
-        if not self.first_call_seen and getattr(call.input, "requires_grad", False):
-            self.first_call_seen = True
-            self.obs.first_loss = call.kind
-            k = classes_of(call)
-            if k:
-                self.obs.classes = k
-                self.obs.initial = mean_per_target(call)
+        if len(self.reached) < INITIAL_LOSSES and getattr(call.input, "requires_grad", False) \
+                and len(self.candidates) < CANDIDATES:
+            self._candidate(call)
         decisions = per_sample_decisions(call, self.session)
         if decisions is not None and call.forward is not None:
             self._score(call.forward, *decisions, "loss")
+
+    def _candidate(self, call) -> None:
+        """A loss with gradients, kept until one that a backward pass reaches tells which is the first training loss
+        (a diagnostic ``print(loss_fn(model(x), y))`` of a trained model is never backpropagated)."""
+        import torch
+
+        k = classes_of(call)
+        samples = int(call.input.shape[0]) if getattr(call.input, "dim", lambda: 0)() else 1
+        entry = (call.kind, k, mean_per_target(call) if k else None, samples)
+        output = call.output
+        if not isinstance(output, torch.Tensor) or not output.requires_grad:
+            return
+        index = len(self.candidates)
+        self.candidates.append(entry)
+
+        def reached(grad) -> None:
+            self.reached.add(index)
+
+        output.register_hook(reached)
 
     def on_forward_end(self, forward, output) -> None:
         from checker.session import tensors_in
@@ -110,6 +133,19 @@ class Observer:
             row["counts"][int(value)] += count
 
     def summary(self) -> Observation:
+        if self.reached:  # the first loss a backward pass reached, of those called before it
+            first = [self.candidates[i] for i in sorted(self.reached)]
+            kind, classes = first[0][:2]
+            self.obs.first_loss = kind
+            if classes:  # over at least INITIAL_SAMPLES samples: one batch of 4 is too noisy to judge
+                same, seen = [], 0
+                for entry in first[:INITIAL_LOSSES]:
+                    if entry[:2] != (kind, classes) or (same and seen >= INITIAL_SAMPLES):
+                        break
+                    same.append(entry)
+                    seen += entry[3]
+                self.obs.classes = classes
+                self.obs.initial = sum(e[2] * e[3] for e in same) / max(1, sum(e[3] for e in same))
         if self.obs.fallback_classes and self.obs.fallback_classes not in (2, self.top_label + 1):
             self.obs.fallback_classes = None  # outputs wider than the labels (features, a layer-local objective):
             # the model's output does not score those classes
@@ -220,7 +256,17 @@ def loss_falls(facts: RunFacts) -> Finding:
         groups[group].append((value, count))
     if len(groups) > 1:
         groups.pop(-1, None)  # losses after the last update
-    results = [objective_falls(pairs) for _, pairs in sorted(groups.items())]
+    results, reached = [], None  # reached: the level an earlier updater's stage had settled at
+    for _, pairs in sorted(groups.items()):
+        result = objective_falls(pairs)
+        if result[0] is False and reached is not None and result[1] is not None \
+                and result[1] <= reached + FALL * abs(reached):
+            result = (None, None, None, f"this stage began where an earlier one had settled ({result[1]:.3g}, "
+                                        f"{reached:.3g} before): a model trained already, whose loss need not fall")
+        level = settled([v for v, _ in pairs if v is not None and math.isfinite(v)])
+        if level is not None:
+            reached = level if reached is None else min(reached, level)
+        results.append(result)
     judged = [r for r in results if r[0] is not None]
     if len(finite(facts.losses)) < 2:
         return _row("loss-falls", False, f"{len(finite(facts.losses))} finite losses", "≥ 2",
@@ -235,6 +281,16 @@ def loss_falls(facts: RunFacts) -> Finding:
         measured += f" ({left_out} of {len(facts.losses)} not finite, left out)"
         message += f"; {left_out} of {len(facts.losses)} losses were NaN or infinite and are left out of the means"
     return _row("loss-falls", ok, measured, f"≤ start - {FALL:.0%} of |start|", message + stage)
+
+
+def settled(values: list[float]) -> float | None:
+    """The level a stage's loss ended at when it had stopped falling (its last fifth's mean within 5 % of the
+    fifth before), else None: a stage still learning at its end leaves the next one something to learn."""
+    fifth = len(values) // 5
+    if fifth < 1:
+        return None
+    last, before = sum(values[-fifth:]) / fifth, sum(values[-2 * fifth:-fifth]) / fifth
+    return last if abs(last - before) <= 0.05 * abs(before) else None
 
 
 def objective_falls(pairs: list[tuple[float | None, int]]) -> tuple[bool | None, float | None, float | None, str]:

@@ -19,8 +19,10 @@ of the model in eval mode (dropout off) runs with the RNG forked and every hook 
 muted, on the same arguments and on the same arguments with the tokens from position
 ``t = T // 2`` on replaced (each by the next distinct token id of the batch, so ids stay in
 the vocabulary): the largest change of the outputs at positions before ``t`` (``before``)
-and at ``t`` and after (``after``), and with the tokens before ``t`` replaced, the change
-at ``t`` and after (``mixing``), each relative to the outputs' largest magnitude. Outputs
+and at ``t`` and after (``after``), with the tokens before ``t`` replaced, the change
+at ``t`` and after (``mixing``), and with only the token at ``t`` replaced, the change
+of the output at ``t`` (``own``: 0 when the model shifts inside, as a decoder given
+its targets for teacher forcing does), each relative to the outputs' largest magnitude. Outputs
 are mapped to positions when their leading dimensions are the tokens' grid, or their
 first is its size (``logits.view(-1, V)``). For ``same``, both dimensions are measured
 (time is the one whose later outputs depend on earlier tokens).
@@ -52,6 +54,7 @@ class Causal:
     before: float | None = None  # relative change of outputs before t when tokens from t on change
     after: float | None = None  # ... of outputs from t on
     mixing: float | None = None  # ... of outputs from t on when tokens before t change
+    own: float | None = None  # ... of the output at t when only the token at t changes (0: the model shifts inside)
 
 
 @dataclass
@@ -320,6 +323,8 @@ def perturb(session, module, args: tuple, kwargs: dict, tokens, dims: list[int])
             mixed = outputs(twin, args, kwargs, tokens, early)
             test.before, test.after = change(base, changed, tokens.shape, dim, cut)
             _, test.mixing = change(base, mixed, tokens.shape, dim, cut)
+            alone = outputs(twin, args, kwargs, tokens, replaced(tokens, dim, cut, cut + 1))
+            _, test.own = change(base, alone, tokens.shape, dim, cut, stop=cut + 1)
             results.append(test)
     return results
 
@@ -359,9 +364,11 @@ def outputs(twin, args: tuple, kwargs: dict, tokens, new) -> list:
     return [t.detach() for t in tensors_in(out) if t.is_floating_point()]
 
 
-def change(base: list, other: list, grid: tuple, dim: int, cut: int) -> tuple[float | None, float | None]:
-    """Largest change of the outputs mapped onto the tokens' grid, before ``cut`` and from it on, relative to the
-    outputs' largest magnitude; (None, None) when no output maps onto the grid."""
+def change(base: list, other: list, grid: tuple, dim: int, cut: int,
+           stop: int | None = None) -> tuple[float | None, float | None]:
+    """Largest change of the outputs mapped onto the tokens' grid, before ``cut`` and from it on (to ``stop``),
+    relative to the outputs' largest magnitude; (None, None) when no output maps onto the grid."""
+    stop = grid[dim] if stop is None else stop
     before = after = None
     scale = 0.0
     for a, b in zip(base, other):
@@ -371,7 +378,7 @@ def change(base: list, other: list, grid: tuple, dim: int, cut: int) -> tuple[fl
         diff = (a.double() - b.double()).abs().nan_to_num(0.0)
         scale = max(scale, float(a.double().abs().nan_to_num(0.0).max()))
         first = float(diff.narrow(dim, 0, cut).max()) if cut > 0 else 0.0
-        rest = float(diff.narrow(dim, cut, grid[dim] - cut).max())
+        rest = float(diff.narrow(dim, cut, stop - cut).max())
         before = first if before is None else max(before, first)
         after = rest if after is None else max(after, rest)
     if before is None or scale == 0:

@@ -9,9 +9,13 @@ Rule (the shared observation is :mod:`checker.probes.lm_trace`). The first train
 tokens' grid and compared with the token at the same position and with the next one.
 
 * pass: ≥ 98 % of the targets equal the next token along one dimension, at 3 calls in a row (the data are
-  shifted in the script, or the model shifts inside: ``labels[:, 1:]`` against ``logits[:, :-1]``);
-* fail: ≥ 98 % equal the token at their own position (and fewer the next one), at 3 calls in a row, and the
-  model is causal along some dimension that carries information: on an eval copy (RNG forked, hooks muted),
+  shifted in the script, or the model shifts inside: ``labels[:, 1:]`` against ``logits[:, :-1]``); or the
+  targets equal the tokens the model is given, but on the copy the output at position ``t`` does not change
+  when only the token at ``t`` does (a decoder fed its targets for teacher forcing shifts them inside: SOS,
+  then the token before);
+* fail: ≥ 98 % equal the token at their own position (and fewer the next one), at 3 calls in a row, the
+  output at ``t`` changes with the token at ``t`` alone, and the model is causal along some dimension that
+  carries information: on an eval copy (RNG forked, hooks muted),
   changing the tokens from ``t = T // 2`` on leaves the outputs before ``t`` unchanged (≤ 1e-6 relative) while
   changing the tokens before ``t`` changes the outputs from ``t`` on (> 1e-6). A model that reads a sequence
   left to right and is taught to output what it was just given;
@@ -52,6 +56,7 @@ class Observation:
     shifted: float = 0.0
     same: float = 0.0
     causal_dims: list[int] | None = None  # dimensions along which the copy is causal and mixing
+    sees_own: bool | None = None  # along those, an output changes with the token at its own position alone
     problem: str = ""
 
 
@@ -63,8 +68,11 @@ class Observer:
         r = self.trace.summary()
         obs = Observation(r.model, r.relation, r.calls, r.shifted, r.same, problem=r.problem)
         if r.relation == "same" and r.tests:
-            obs.causal_dims = [t.dim for t in r.tests if t.before is not None and t.before <= UNCHANGED
-                               and t.mixing is not None and t.mixing > UNCHANGED]
+            causal = [t for t in r.tests if t.before is not None and t.before <= UNCHANGED
+                      and t.mixing is not None and t.mixing > UNCHANGED]
+            obs.causal_dims = [t.dim for t in causal]
+            owns = [t.own for t in causal if t.own is not None]
+            obs.sees_own = any(own > UNCHANGED for own in owns) if owns else None
         return obs
 
 
@@ -90,6 +98,11 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
         why = (f"{obs.model}'s targets are the tokens it is given ({figures}), but its outputs see the whole sequence "
                "(an autoencoder reconstructing its input): not a next-token model")
         return Finding(ID, TITLE, NOT_APPLICABLE, message=why, observed=why)
+    if obs.sees_own is False:
+        text = (f"{obs.model} is given its targets ({figures}) but shifts them inside: the output at each position "
+                "depends only on the tokens before it, never on the token at its own position (a decoder fed its "
+                "targets for teacher forcing), so it is trained to predict the next token")
+        return Finding(ID, TITLE, PASS, f"{obs.same:.0%} same, shifted inside", "", text, observed=text)
     return Finding(ID, TITLE, FAIL, f"{obs.same:.0%} same", f"< {lm_trace.AGREE:.0%}",
                    f"{obs.model} reads its tokens in order (its outputs never depend on later tokens) and is trained "
                    f"to output the token it was just given: {figures}. The targets are not shifted by one "

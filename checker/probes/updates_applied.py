@@ -85,6 +85,18 @@ class Observer:
         session.on(Event.BACKWARD, ID, self.on_backward)
         session.on(Event.GRAD, ID, self.on_grad)
         session.on(Event.UPDATE_POST, ID, self.on_update)
+        session.on(Event.UPDATE_PRE, ID, self.on_step)
+        self.zero_steps: dict[int, int] = {}  # optimizer id -> its steps whose waiting parameters' gradients were all 0
+
+    def on_step(self, update) -> None:
+        """Before a step that still has parameters waiting to change: are all their gradients zero?"""
+        if update.manual or not self.pending:
+            return
+        from checker.tensors import any_nonzero
+
+        waiting = [p for p in update.params if id(p) in self.pending and p.grad is not None]
+        if waiting and not any(any_nonzero(p.grad) for p in waiting):
+            self.zero_steps[id(update.optimizer)] = self.zero_steps.get(id(update.optimizer), 0) + 1
 
     def on_backward(self, loss) -> None:
         self.backward += 1
@@ -140,7 +152,8 @@ class Observer:
                 after = self.updates_at[end + 1] if end + 1 < len(self.updates_at) else self.session.updates
                 groups.append({"optimizer": type(opt).__name__, "params": len(mine),
                                "applied": len(mine & self.applied), "steps": self.steps.get(id(opt), 0),
-                               "span": end - start + 1, "quiet": after == self.updates_at[start]})
+                               "span": end - start + 1, "quiet": after == self.updates_at[start],
+                               "zero_steps": self.zero_steps.get(id(opt), 0)})
         unheld = graded - held
         return Observation(self.graded_backwards, groups, len(unheld), len(unheld & self.applied), self.manual)
 
@@ -163,10 +176,15 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
                        "passes: the weights never changed")
             if facts.scaler_skips:
                 message += f" (a GradScaler skipped all {facts.scaler_skips} steps for non-finite gradients)"
+        elif all(g.get("zero_steps", 0) >= g["steps"] for g in groups if g["steps"]):
+            message = (f"{updates} optimizer steps ran, but the gradients they applied were all exactly 0: the loss "
+                       "does not depend on these parameters where it is computed (a cross-entropy over a single "
+                       "output is always 0), or the gradients were reset between the backward pass and the step")
+            observed += f" and {updates} updates, whose gradients were all 0"
         else:
             message = (f"{updates} optimizer steps ran, but none changed the parameters that received gradients: "
-                       "the gradients were gone at the step (reset between backward and step) or the learning "
-                       "rate was 0")
+                       "the gradients were gone at the step (reset between backward and step), the learning rate "
+                       "was 0, or the steps made no change for another reason of the optimizer's settings")
             observed += f" and {updates} updates"
         return Finding(ID, TITLE, FAIL, measured, threshold, message, observed=observed)
     quiet = [g for g in stalled if g.get("quiet") and g.get("span", 0) >= MIN_SPAN]

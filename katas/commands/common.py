@@ -84,13 +84,17 @@ def _import(*modules: str) -> None:
 
 
 def ranks_for(path: Path, nproc: int | None) -> int:
-    """How many ranks to run ``path`` as: ``--nproc`` when given, else what its kata was made for, else 1."""
+    """How many ranks to run ``path`` as: ``--nproc`` when given, else what its kata or interview task was made
+    for, else 1."""
     if nproc is not None:
         return nproc
+    from katas.interview import marker
     from katas.workspace import read_metadata
 
     info = read_metadata(path)
-    return info.nproc if info is not None else 1
+    if info is not None:
+        return info.nproc
+    return marker.nproc(path) or 1
 
 
 def refuse(report) -> None:

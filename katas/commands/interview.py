@@ -69,7 +69,7 @@ def interview(out: Path, n_bugs: int, difficulty: str | None, seed: int | None, 
         raise KataError(str(exc)) from None
     backup = replace_with_backup(script, task.script) if force else write_text_atomically(script, task.script)
     write_text_atomically(out / "candidate" / "README.md", brief(task, minutes))
-    write_text_atomically(out / "candidate" / marker.MARK, marker.mark())
+    write_text_atomically(out / "candidate" / marker.MARK, marker.mark(LAUNCHED.get(path.stem, 1)))
     write_text_atomically(key_dir / "key.md", key_markdown(task, minutes))
     write_text_atomically(key_dir / "key.json", json.dumps(key_json(task, minutes), indent=2) + "\n")
     write_text_atomically(key_dir / "solution.py", task.solution)

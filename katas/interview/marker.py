@@ -13,9 +13,19 @@ MARK = ".kata-task.json"
 SCHEMA = "torch-katas/task/1"
 
 
-def mark() -> str:
-    """The mark's text for a new candidate folder."""
-    return json.dumps({"schema": SCHEMA, "diagnosed": []}, indent=2) + "\n"
+def mark(nproc: int = 1) -> str:
+    """The mark's text for a new candidate folder: how many ranks its script runs as (``kata check`` launches them
+    as the brief says to run it), and the record of ``--diagnose``."""
+    return json.dumps({"schema": SCHEMA, "nproc": nproc, "diagnosed": []}, indent=2) + "\n"
+
+
+def nproc(script: Path) -> int | None:
+    """The ranks a task's script runs as, from its folder's mark; None outside a task folder."""
+    doc = read(script.resolve().parent)
+    if doc is None:
+        return None
+    value = doc.get("nproc", 1)
+    return value if isinstance(value, int) and value >= 1 else 1
 
 
 def read(folder: Path) -> dict | None:
