@@ -23,7 +23,8 @@ event               arguments
 ``MODE``            ``(kind, training)`` for each dropout or batch-norm computation
 ``LOSS``            a :class:`LossCall` of a loss function of ``torch.nn.functional``
 ``SCHEDULER``       a learning-rate scheduler, right after it was constructed
-``SCHEDULER_STEP``  ``(scheduler, nested)``: a scheduler's ``step()``; nested when called by another scheduler
+``SCHEDULER_STEP``  ``(scheduler, nested, before)``: a scheduler's ``step()`` (nested: called by another scheduler;
+                    before: its step count, ``last_epoch``, before the call)
 ``PARAM_GROUP``     ``(optimizer, group)``: a parameter group as the script gave it, before the optimizer fills in
                     its defaults
 ``SAVE``            ``(obj, f)``: what ``torch.save`` just wrote, and where

@@ -67,7 +67,7 @@ class Instrumentation:
         self._hook(optimizer_hooks, "_global_optimizer_pre_hooks",
                    optimizer_hooks.register_optimizer_step_pre_hook(s.step_pre))
         self._hook(optimizer_hooks, "_global_optimizer_post_hooks",
-                   optimizer_hooks.register_optimizer_step_post_hook(lambda opt, a, k: s.step_post(opt)))
+                   optimizer_hooks.register_optimizer_step_post_hook(self._step_post))
         self._wrap_before(torch.autograd, "backward", self._before_backward)
         self._wrap_add_param_group()
         self._wrap_dataloader()
@@ -97,23 +97,35 @@ class Instrumentation:
         is not seen here."""
         if not torch.distributed.is_available():
             return
-        dist, session = torch.distributed, self.session
+        dist = torch.distributed
         original_init = dist.init_process_group
 
-        where = os.path.join(session.channel_dir, COLLECTIVE)
+        where = os.path.join(self.session.channel_dir, COLLECTIVE)
 
         @functools.wraps(original_init)
         def init_process_group(*args: Any, **kwargs: Any) -> Any:
             result = waiting_in(original_init, "torch.distributed.init_process_group (the rendezvous)", where)(
                 *args, **kwargs)
-            session.rank, session.world = dist.get_rank(), dist.get_world_size()
-            self._groups.append(dist.distributed_c10d._get_default_group())
+            self._joined()
             return result
 
         self._patch(dist, "init_process_group", init_process_group)
         for name in COLLECTIVES:
             if callable(getattr(dist, name, None)):
                 self._patch(dist, name, waiting_in(getattr(dist, name), f"torch.distributed.{name}", where))
+
+    def _joined(self) -> None:
+        """Take this process's rank from the default process group, and hold the group to the end."""
+        dist = torch.distributed
+        self.session.rank, self.session.world = dist.get_rank(), dist.get_world_size()
+        self._groups.append(dist.distributed_c10d._get_default_group())
+
+    def _step_post(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        # A script that took ``init_process_group`` by name before the checker was installed (a spawned rank imports
+        # its module to find its target) joins unseen: its group is noticed at its first update instead.
+        if self.session.rank is None and torch.distributed.is_available() and torch.distributed.is_initialized():
+            self._joined()
+        self.session.step_post(optimizer)
 
     # -- plumbing -----------------------------------------------------------
     def _patch(self, owner: Any, name: str, replacement: Any) -> None:
@@ -346,12 +358,13 @@ class Instrumentation:
             if instrumentation._scheduler_init or any(s is scheduler for s in instrumentation._stepping):
                 return original(scheduler, *args, **kwargs)  # construction, or a super().step() of the same one
             nested = bool(instrumentation._stepping)  # stepped by another scheduler (SequentialLR...)
+            before = getattr(scheduler, "last_epoch", None)
             instrumentation._stepping.append(scheduler)
             try:
                 return original(scheduler, *args, **kwargs)
             finally:
                 instrumentation._stepping.pop()
-                instrumentation.session.emit(Event.SCHEDULER_STEP, scheduler, nested)
+                instrumentation.session.emit(Event.SCHEDULER_STEP, scheduler, nested, before)
 
         step._kata_observed = True
         return step

@@ -4,9 +4,11 @@ For each DataLoader iteration the loader's ``worker_init_fn`` and ``collate_fn``
 are wrapped (and restored once the workers have them). In every worker the
 wrapper fingerprints each generator it can reach after the user's own
 ``worker_init_fn`` ran; the first time a batch changes a generator's state, the
-starting fingerprint is appended to a file in the channel directory. Two
-workers, or two epochs, that start a generator from the same state replay the
-same augmentation stream. Loading in the main process is reported too: there a
+starting fingerprint is appended to a file in the channel directory, with the
+state after that batch. Two workers, or two epochs, that start a generator from
+the same state and leave their first batch in the same state replay the same
+augmentation stream (a dataset that reseeds its generator itself in its first
+``__getitem__`` starts alike and leaves the batch apart). Loading in the main process is reported too: there a
 dataset's own generator is simply followed from batch to batch.
 """
 from __future__ import annotations
@@ -131,8 +133,9 @@ class _Tracker:
 
     def check(self, channel_dir: str) -> None:
         for name in list(self.start):
-            if fingerprint(self.generators[name]) != self.start[name]:
-                report(channel_dir, generator=name, start=self.start.pop(name), **self.where)
+            after = fingerprint(self.generators[name])
+            if after != self.start[name]:
+                report(channel_dir, generator=name, start=self.start.pop(name), after=after, **self.where)
 
 
 _tracker: _Tracker | None = None  # one per worker process

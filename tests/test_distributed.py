@@ -243,10 +243,20 @@ if __name__ == "__main__":
 '''
 
 
-def test_ranks_a_script_spawns_itself_are_observed_and_compared(tmp_path):
-    """mp.spawn with an explicit TCPStore on the loopback, set_epoch forgotten: each spawned rank is observed."""
+BY_NAME = {"attribute": SPAWNED,  # a spawned rank imports its module before the checker is installed in it:
+           "by name": SPAWNED.replace("from torch.nn.parallel", "from torch.distributed import init_process_group\n"
+                                      "from torch.nn.parallel").replace("    dist.init_process_group(",
+                                                                        "    init_process_group(")}
+
+
+@pytest.mark.parametrize("joins", BY_NAME)
+def test_ranks_a_script_spawns_itself_are_observed_and_compared(tmp_path, joins):
+    """mp.spawn with an explicit TCPStore on the loopback, set_epoch forgotten: each spawned rank is observed, and
+    known as a rank though it took init_process_group by name before the checker was there to wrap it."""
     script = tmp_path / "spawned.py"
-    script.write_text(SPAWNED)
+    script.write_text(BY_NAME[joins])
+    assert ("init_process_group(\"gloo\"" in script.read_text()) and (joins == "attribute") == (
+        "dist.init_process_group" in script.read_text())
     result = CliRunner().invoke(main, ["check", "--json", str(script)])
     report = json.loads(result.output)
     assert (result.exit_code, report["nproc"]) == (1, 2), report["problem"]

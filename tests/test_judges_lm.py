@@ -94,7 +94,7 @@ def test_graph_span_counts_the_forwards_a_graph_reaches():
     assert graph_span.span(second.sum().grad_fn) == ({0, 1}, False)
 
 
-def test_tied_weights_copy_fails_tie_passes_and_untied_is_not_applicable():
+def test_tied_weights_copy_fails_and_tie_or_no_copy_passes():
     emb = torch.nn.Embedding(10, 4)
     head = torch.nn.Linear(4, 10, bias=False)
 
@@ -111,4 +111,7 @@ def test_tied_weights_copy_fails_tie_passes_and_untied_is_not_applicable():
 
     assert judged(LM(emb.weight)) == PASS
     assert judged(LM(torch.nn.Parameter(emb.weight.detach().clone()))) == FAIL
-    assert judged(LM(torch.nn.Parameter(torch.randn(10, 4)))) == NOT_APPLICABLE
+    assert judged(LM(torch.nn.Parameter(torch.randn(10, 4)))) == PASS  # untied: nothing is a copy
+    obs = tied_weights.Observation()
+    tied_weights.inspect(torch.nn.Linear(4, 2), obs)
+    assert tied_weights.judge(obs, RunFacts()).status == NOT_APPLICABLE  # no embedding

@@ -105,7 +105,7 @@ class Observer:
                                            horizon if isinstance(horizon, int) else None))
         self.passes.append(set())
 
-    def on_step(self, scheduler, nested: bool) -> None:
+    def on_step(self, scheduler, nested: bool, before=None) -> None:
         i = next((i for i, s in enumerate(self.schedulers) if s is scheduler), None)
         if i is None:
             return
@@ -115,8 +115,8 @@ class Observer:
             return
         step_count = getattr(scheduler, "last_epoch", None)
         if isinstance(step_count, int):
-            if record.calls == 0:
-                record.start = step_count - 1
+            if record.calls == 0:  # where it starts: the count before its first step (loaded, or set by hand)
+                record.start = before if isinstance(before, int) else step_count - 1
             record.end = step_count
         if record.updates_at_first_call is None:
             record.updates_at_first_call = record.updates
@@ -216,6 +216,13 @@ def granularity(r: ScheduleRecord) -> str:
     return "update" if per_update else "epoch" if per_epoch else "other"
 
 
+def counted_in_micro_batches(r: ScheduleRecord) -> bool:
+    """Stepped once per backward pass while its optimizer accumulates over several, with a horizon of as many
+    steps as it took: a schedule built over micro-batches (the script's choice of pace)."""
+    return r.updates >= 1 and r.backwards >= 2 * r.updates and bool(r.horizon) and near(r.horizon, r.calls) \
+        and abs(r.calls - r.backwards) <= max(1, r.epochs)
+
+
 def per_backward(r: ScheduleRecord) -> bool:
     """Stepped once per micro-batch while its optimizer accumulated over two or more of them per update."""
     if r.updates < 2 or r.backwards < 2 * r.updates or r.calls < 1.5 * r.updates:
@@ -262,6 +269,8 @@ def per_micro_batch(r: ScheduleRecord) -> Verdict | None:
 
 
 def ahead_of_first_update(r: ScheduleRecord) -> Verdict | None:
+    if counted_in_micro_batches(r):
+        return None  # its first step follows the first micro-batch: the pace it was built for
     if r.updates_at_first_call == 0 and not r.skipped_before_first_call:
         return FAIL, (f"{r.type} was stepped before its optimizer's first update, so the learning rate ran one step "
                       "ahead of the schedule"), f"the first update already used the second value of {r.type}'s curve"
@@ -371,6 +380,10 @@ def horizon_of_the_run(r: ScheduleRecord) -> Verdict | None:
     if not r.horizon or not (r.base in HORIZONS or r.base == "LambdaLR"):
         return None
     how = granularity(r)
+    if counted_in_micro_batches(r):
+        return (PASS, f"{r.type} was stepped once per backward pass over a horizon of {r.horizon} micro-batches, "
+                      f"as many as the run had ({r.updates} updates of {r.backwards / r.updates:.0f} each)",
+                f"the learning rate followed {r.type}'s curve over the run's {r.calls} micro-batches")
     if (how == "epoch" or (how == "other" and r.calls <= r.updates // 2)) and near(r.horizon, r.updates) \
             and r.horizon != r.epochs:
         return FAIL, (f"{r.type}'s horizon ({r.horizon}) is this run's number of optimizer steps, but it was "

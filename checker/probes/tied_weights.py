@@ -17,12 +17,14 @@ have shared, does not hide it):
 * fail: a copy, in separate storage (two parameters, two optimizer entries), or sharing the storage through
   ``.data`` (two parameters over one matrix: the optimizer updates it twice per step, with two states);
 * pass: the embedding's weight is itself the registered weight of another module (tied);
-* not applicable: no embedding, or no other parameter that is the embedding or starts equal to it (a model
-  that does not tie, or ties through ``F.linear(h, self.emb.weight)``).
+* pass, too: an embedding and no other parameter that starts equal to it (a model that reads the embedding's
+  matrix for its output through ``F.linear(h, self.emb.weight)``, or that does not tie at all): nothing is a
+  copy, so nothing is untied;
+* not applicable: no embedding in a trained model.
 
 Measured: tied ``lm`` reference: the head's weight is the embedding's (pass); with a clone: the two are equal
 to the last bit, 0 difference, in separate storage (fail); untied models: the head and embedding start apart
-by their random initialisation (differences of order 1e-1, not applicable). Why a correct script cannot fail:
+by their random initialisation (differences of order 1e-1: no copy, a pass). Why a correct script cannot fail:
 two independently initialised matrices are never bitwise equal, and models that copy weights on purpose
 (an EMA or teacher, a MoCo key encoder, a DQN target network) keep the copy in another module that the
 optimizer does not train; only trained parameters of one model are compared, and only with an embedding.
@@ -145,7 +147,10 @@ def copied(weight, p) -> bool:
 
 
 def same_storage(a, b) -> bool:
-    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    from checker.tensors import storage_key
+
+    key = storage_key(a)
+    return key is not None and key == storage_key(b)
 
 
 def judge(obs: Observation, facts: RunFacts) -> Finding:
@@ -159,6 +164,9 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
     if obs.tied:
         return Finding(ID, TITLE, PASS, "0 copies", "0", f"tied: {'; '.join(obs.tied)}",
                        observed="the embedding's weight is shared, as one parameter, with another layer")
-    why = ("no embedding in a trained model" if not obs.embeddings else
-           "no layer shares or copies an embedding's weight: the model does not tie its weights")
-    return Finding(ID, TITLE, NOT_APPLICABLE, message=why, observed=why)
+    if not obs.embeddings:
+        why = "no embedding in a trained model"
+        return Finding(ID, TITLE, NOT_APPLICABLE, message=why, observed=why)
+    text = ("no trained parameter is a separate copy of an embedding's weight: whatever reads the embedding's matrix "
+            "reads that one parameter (an output projection through it, or no tie at all)")
+    return Finding(ID, TITLE, PASS, "0 copies", "0", text, observed=text)

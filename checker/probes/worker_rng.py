@@ -4,8 +4,11 @@ Rule: each generator a training loader's workers draw from (the dataset's own
 ``torch.Generator``, ``random.Random`` or NumPy generator, and the process-wide
 ones; generators held by transforms, containers and closures the dataset reaches
 too) is fingerprinted in each worker after its ``worker_init_fn``; the starting
-state is reported the first time a batch changes it. Two equal starting states
-(two workers, or two epochs) mean a replayed stream. PyTorch re-seeds only the
+state is reported the first time a batch changes it, with the state that batch
+left. Two equal starting states that the first batch leaves equal too (two
+workers, or two epochs) mean a replayed stream; a dataset that reseeds its own
+generator in its first ``__getitem__`` (from the worker's seed) starts alike but
+draws apart, and passes. PyTorch re-seeds only the
 process-wide generators, never a generator object the dataset owns. Loading
 in the main process (``num_workers=0``) cannot show the problem: the probe cannot
 tell, which is not a pass. A constant seed and a seed from the worker id alone
@@ -55,9 +58,9 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
         return Finding(ID, TITLE, CANNOT_TELL, "0 workers", f"≥ {MIN_WORKERS} workers",
                        f"random augmentation ({main[0]['generator']}) was drawn in the main process (num_workers=0), "
                        "where no worker can replay another's stream: load with workers to check")
-    streams: dict[tuple, list[str]] = defaultdict(list)
-    for r in reports:
-        streams[r["loader"], r["generator"]].append(r["start"])
+    streams: dict[tuple, list[tuple]] = defaultdict(list)
+    for r in reports:  # a stream is where it starts and where its first batch leaves it
+        streams[r["loader"], r["generator"]].append((r["start"], r.get("after")))
     replayed = sum(len(starts) - len(set(starts)) for starts in streams.values())
     measured, threshold = f"{replayed} of {len(reports)} repeated", "0"
     if replayed:
