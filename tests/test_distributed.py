@@ -143,6 +143,34 @@ def test_rank_params_fails_on_replicas_that_drift_and_passes_equal_ones():
     assert rank_params.judge(equal, FACTS[0]).status == NOT_APPLICABLE
 
 
+def drifted(**evidence) -> list[rank_params.Observation]:
+    """Two replicas equal before the first update and apart after it, with the evidence a diagnosis reads."""
+    shared = {key: value for key, value in evidence.items() if key != "grads"}
+    grads = evidence.get("grads", ([], []))
+    return [rank_params.Observation([1.0, 4.0], [[1, 1.5, 5.0]], 1, grads=grads[0], **shared),
+            rank_params.Observation([1.0, 4.0], [[1, 1.6, 5.2]], 1, grads=grads[1], **shared)]
+
+
+@pytest.mark.parametrize(("evidence", "named", "not_named"), [
+    ({"grads": ([[1, 0.5, 0.25]], [[1, 0.5, 0.25]]), "through": 3},
+     "applied the same gradients up to that update, so their steps differed", "not averaged"),
+    ({"grads": ([[1, 0.5, 0.25]], [[1, 0.7, 0.49]]), "through": 3, "moved": ["torch.float32 on cpu to torch.float64 on cpu"]},
+     "moved or cast after DistributedDataParallel was built over them (torch.float32 on cpu to torch.float64", "no_sync"),
+    ({"grads": ([[1, 0.5, 0.25]], [[1, 0.7, 0.49]]), "around": 3},
+     "every training forward called the wrapped module itself (.module)", "no_sync"),
+    ({"grads": ([[1, 0.5, 0.25]], [[1, 0.7, 0.49]]), "through": 3, "around": 1},
+     "a training forward around the wrapper (its .module); gradients accumulated under no_sync()", "cast"),
+    ({"grads": ([[1, 0.5, 0.25]], [[1, 0.7, 0.49]]), "through": 3},
+     "What leaves them unaveraged: gradients accumulated under no_sync()", "around the wrapper"),
+])
+def test_rank_params_names_every_cause_its_evidence_admits(evidence, named, not_named):
+    """Equal gradients mean the steps differed; unequal ones were never averaged, and a cast after wrapping or a
+    model always called around its wrapper is the one cause named, else every cause that fits is listed."""
+    finding = rank_params.judge_ranks(drifted(**evidence), FACTS)
+    assert finding.status == FAIL and named in finding.message, finding.message
+    assert not_named not in finding.message
+
+
 def shard(indices: list[int], size: int = 100) -> dict:
     return {"dataset": "TensorDataset", "size": size, "indices": indices}
 
@@ -364,6 +392,22 @@ def test_ranks_forked_by_the_script_are_observed_and_compared(tmp_path):
     assert (result.exit_code, report["nproc"]) == (1, 2), report["problem"]
     failed = {p["probe"] for p in report["probes"] if p["status"] in (FAIL, "error")}
     assert failed == {"epoch-order", "rank-shards"}, report["probes"]
+
+
+def test_a_model_cast_after_it_was_wrapped_drifts_and_the_cast_is_named(tmp_path):
+    """DistributedDataParallel built, then the model cast to float64: its gradients are no longer averaged."""
+    script = tmp_path / "cast.py"
+    script.write_text(SPAWNED.replace("opt = torch.optim", "model.double()\n    opt = torch.optim")
+                      .replace("model(xb)", "model(xb.double())")
+                      .replace("        model.train()", "        sampler.set_epoch(epoch)\n        model.train()")
+                      .replace("mp.spawn(worker, args=(2, port), nprocs=2)",
+                               'mp.start_processes(worker, args=(2, port), nprocs=2, start_method="fork")'))
+    result = CliRunner().invoke(main, ["check", "--json", str(script)])
+    report = json.loads(result.output)
+    assert (result.exit_code, report["nproc"]) == (1, 2), report["problem"]
+    failed = {p["probe"]: p["message"] for p in report["probes"] if p["status"] in (FAIL, "error")}
+    assert set(failed) == {"rank-params"}, report["probes"]
+    assert "torch.float32 on cpu to torch.float64 on cpu" in failed["rank-params"]
 
 
 HOGWILD = '''\
