@@ -219,6 +219,34 @@ def test_rank_streams_fails_on_one_stream_shared_by_ranks_whose_data_differ():
     assert rank_streams.judge_ranks(unused, FACTS).status == NOT_APPLICABLE  # never drawn during training
 
 
+def test_rank_streams_does_not_count_the_draws_a_dataloader_makes_as_each_pass_begins():
+    """Ranks seeded alike that draw nothing while training: the default generator moves only when a pass begins
+    (the loader's base seed), which is no symptom; a draw between two updates of one pass is."""
+    def ranks(*states: str, passes: tuple[int, ...]) -> list[rank_streams.Observation]:
+        rows = [[i + 1, {"g": state}, begun] for i, (state, begun) in enumerate(zip(states, passes))]
+        return [rank_streams.Observation(rows, [1, 2]), rank_streams.Observation(rows, [3, 4])]
+
+    assert rank_streams.judge_ranks(ranks("a1", "a1", "a2", "a2", passes=(1, 1, 2, 2)), FACTS).status == NOT_APPLICABLE
+    finding = rank_streams.judge_ranks(ranks("a1", "a2", "a3", "a3", passes=(1, 1, 2, 2)), FACTS)
+    assert finding.status == FAIL, finding.message
+
+
+def test_ranks_seeded_alike_that_draw_nothing_while_training_are_not_a_symptom(tmp_path):
+    """Two forked ranks, both seeded 0, no dropout, a DistributedSampler with set_epoch: every rank's default
+    generator moves alike at each pass's start (the loader's base seed) and at no other time."""
+    script = tmp_path / "alike.py"
+    script.write_text(SPAWNED.replace("torch.manual_seed(rank)", "torch.manual_seed(0)")
+                      .replace("nn.Dropout(0.1), ", "")
+                      .replace("        model.train()", "        sampler.set_epoch(epoch)\n        model.train()")
+                      .replace("mp.spawn(worker, args=(2, port), nprocs=2)",
+                               'mp.start_processes(worker, args=(2, port), nprocs=2, start_method="fork")'))
+    result = CliRunner().invoke(main, ["check", "--json", str(script)])
+    report = json.loads(result.output)
+    assert (result.exit_code, report["nproc"]) == (0, 2), report["probes"]
+    judged = {p["probe"]: p["status"] for p in report["probes"]}
+    assert judged["rank-streams"] == NOT_APPLICABLE and judged["rank-params"] == PASS
+
+
 def metric_report(text: str, value: float, correct: int, total: int) -> dict:
     return {"text": text, "readings": [{"label": "acc", "text": f"{value}", "values": [[value, 0.0005]],
                                         "best": False}],

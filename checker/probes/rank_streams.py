@@ -11,9 +11,13 @@ update of the first 64, then every 16th), as a digest: the default CPU generator
 the current CUDA device's generator when CUDA is in use, and every
 ``torch.Generator`` the script's own code creates (in a rank, the instrumentation
 replaces ``torch.Generator`` by a subclass that tells where each instance was made,
-GENERATOR events; ``isinstance`` checks keep working). A stream is *drawn during training* when its state changed between
-the first and the last update recorded. Also kept: a digest of each training
-DataLoader pass's index order.
+GENERATOR events; ``isinstance`` checks keep working), with the number of DataLoader passes begun
+so far. A stream is *drawn during training* when its state changed between two
+recorded updates with no DataLoader pass begun between them: a DataLoader draws
+its workers' base seed (and a shuffling sampler its seed) from the default
+generator as each pass begins, on every rank alike when the ranks are seeded
+alike, and that draw alone is not the script's randomness. Also kept: a digest of
+each training DataLoader pass's index order.
 
 Rule. A stream drawn during training on some rank, present on every rank, is
 *shared* when its states are equal on all ranks after every compared update. The
@@ -25,7 +29,10 @@ during training differs across ranks; n/a when none was drawn during training.
 Why a correct script does not fail. Seeding with ``seed + rank`` (nanoGPT's
 ``1337 + seed_offset``), or not seeding at all, gives every rank its own streams;
 a generator used only before training (to make a dataset) is not drawn during
-training. Not caught: Python's ``random`` and NumPy's streams (not observed).
+training, and neither is the default generator when only the DataLoader's pass
+starts draw from it. Not caught: Python's ``random`` and NumPy's streams, and the
+workers' streams, whose seeds the shared base seed makes equal across ranks when
+a loader has workers (not observed).
 """
 from __future__ import annotations
 
@@ -44,7 +51,7 @@ DEFAULT, CUDA = "the default generator", "the CUDA generator"
 
 @dataclass
 class Observation:
-    states: list[list] = field(default_factory=list)  # [update ordinal, {stream: digest}]
+    states: list[list] = field(default_factory=list)  # [update ordinal, {stream: digest}, DataLoader passes begun]
     orders: list[int] = field(default_factory=list)  # digests of the training passes' index orders
 
 
@@ -76,7 +83,7 @@ class Observer:
             generator = ref()
             if generator is not None and generator.device.type == "cpu":
                 states[where] = digest(generator.get_state())
-        self.obs.states.append([self.updates, states])
+        self.obs.states.append([self.updates, states, len(self.session.passes)])
 
     def summary(self) -> Observation:
         train = self.session.training_loaders()
@@ -92,8 +99,10 @@ def digest(state) -> str:
 
 
 def drawn(obs: Observation, stream: str) -> bool:
-    values = [states[stream] for _, states in obs.states if stream in states]
-    return len(set(values)) > 1
+    """Whether the stream's state changed between two recorded updates of one DataLoader pass (or of no pass)."""
+    rows = [(row[1][stream], row[2] if len(row) > 2 else 0) for row in obs.states if stream in row[1]]
+    return any(passes == later_passes and state != later
+               for (state, passes), (later, later_passes) in zip(rows, rows[1:]))
 
 
 def judge(obs: Observation, facts: RunFacts) -> Finding:
@@ -101,7 +110,7 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
 
 
 def judge_ranks(observations: list[Observation], facts: list[RunFacts]) -> Finding:
-    by_rank = [{int(ordinal): states for ordinal, states in obs.states} for obs in observations]
+    by_rank = [{int(row[0]): row[1] for row in obs.states} for obs in observations]
     common = sorted(set.intersection(*(set(r) for r in by_rank)))
     streams = [s for s in dict.fromkeys(k for r in by_rank for states in r.values() for k in states)
                if all(any(s in r[o] for o in common) for r in by_rank) and any(drawn(obs, s) for obs in observations)]
