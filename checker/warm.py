@@ -197,6 +197,7 @@ def preload() -> None:
     from checker import fast_start
 
     fast_start.load()
+    harness.settle_heap()
 
 
 def serve() -> None:

@@ -19,8 +19,8 @@ class KataError(click.ClickException):
 
 EXIT_CODES = """\b
 Exit codes:
-  0    every check passed
-  1    a symptom is present (or a check could not observe)
+  0    no symptom: every check passed, gave advice, or could not tell
+  1    a symptom is present (or a check failed to observe)
   2    usage error (no such file, not a UTF-8 .py script, empty)
   3    the script did not run as a training script (syntax error, exception,
        crash, killed, out of memory, exited early, never trained)

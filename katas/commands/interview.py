@@ -87,7 +87,8 @@ def interview(out: Path, n_bugs: int, difficulty: str | None, seed: int | None, 
     console.print(f"Afterwards: [bold]kata grade {shlex.quote(str(out))}{key_option}[/]")
 
 
-@click.command(epilog=EXIT_CODES.replace("every check passed", "every bug fixed, no new symptom, still trains"))
+@click.command(epilog=EXIT_CODES.replace("no symptom: every check passed, gave advice, or could not tell",
+                                                       "every bug fixed, no new symptom, still trains"))
 @click.argument("task_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--key", "key_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="The answer key's folder (default: TASK_DIR/key).")
