@@ -33,6 +33,7 @@ class KataInfo:
     seed: int
     plain: bool = False  # planted in the script's exact text; otherwise in its disguise (see `kata new --plain`)
     nproc: int = 1  # ranks it runs as (a distributed script is checked under a launcher)
+    baseline: tuple[str, ...] = ()  # probes that failed on your own script before the bug was planted
 
 
 def find_workspace() -> Path | None:
@@ -63,7 +64,7 @@ def read_metadata(script: Path) -> KataInfo | None:
             nonce = bytes.fromhex(doc["nonce"])
             sealed = json.loads(_xor(base64.b64decode(doc["sealed"]), nonce))
             return KataInfo(doc["engine"], sealed["bug"], sealed["site"], doc["reference"], doc["seed"], doc["plain"],
-                            doc.get("nproc", 1))
+                            doc.get("nproc", 1), tuple(doc.get("baseline", ())))
     except (OSError, ValueError, KeyError, TypeError):
         pass
     return None

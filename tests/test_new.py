@@ -159,6 +159,51 @@ def test_from_plants_a_bug_in_the_users_own_script(tmp_path):
     assert read_metadata(tmp_path / "01.py").reference == str(script)
 
 
+RAW_UNITS = """\
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+g = torch.Generator().manual_seed(0)
+x = torch.randn(512, 8, generator=g)
+y = (x[:, 0] + x[:, 1] > 0).long()
+data = TensorDataset(300 + 80 * x, y)  # readings in raw sensor units, fed as they are
+loader = DataLoader(data, batch_size=32, shuffle=True, generator=torch.Generator().manual_seed(0))
+model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 2))
+optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
+for epoch in range(4):
+    model.train()
+    for xb, yb in loader:
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+    print(f"epoch {epoch} loss {loss.item():.3f}")
+"""
+
+
+def test_a_kata_from_your_own_script_is_not_held_to_what_the_script_showed_before(tmp_path):
+    """Your script already feeds raw units (input-scale fails before any bug): the kata planted in it is solved
+    by fixing its bug, with the script's own symptom named as already there; a mask still leaves it unsolved."""
+    script = tmp_path / "mine.py"
+    script.write_text(RAW_UNITS)
+    made = kata("new", "--from", str(script), "--bug", "zero-grad", "--plain", "--dir", str(tmp_path / "k"))
+    assert made.exit_code == 0, made.output
+    kata_script = tmp_path / "k" / "01.py"
+    assert read_metadata(kata_script).baseline == ("health: initial loss", "input-scale")
+    broken = json.loads(kata("check", "--json", str(kata_script)).output)
+    assert broken["exit_code"] == 1
+    kata_script.write_text(RAW_UNITS.replace("        optimizer.zero_grad()\n", "").replace(
+        "        optimizer.step()", "        optimizer.step()\n        optimizer.zero_grad(set_to_none=False)"))
+    fixed = kata("check", "--json", str(kata_script))
+    report = json.loads(fixed.output)
+    assert (fixed.exit_code, report["kata"]["injected_bug"]) == (0, "fixed"), report["problem"]
+    assert "already in the script before the bug was planted" in report["problem"]
+    kata_script.write_text(RAW_UNITS.replace("        optimizer.zero_grad()\n", "").replace(
+        "for xb, yb in loader:", "for xb, yb in loader:\n        optimizer.state.clear()"))
+    assert kata("check", str(kata_script)).exit_code == 1
+
+
 def test_from_keeps_your_text_where_the_disguise_hides_the_bugs_site(tmp_path):
     """The fixture's epsilon is known by its name, EPS, which the disguise renames."""
     script = ROOT / "tests" / "fixtures" / "non_finite__fix_eps.py"

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from katas.bugs import BUGS
 from katas.cli import main
 from katas.state import state_path
-from katas.workspace import read_metadata, write_metadata
+from katas.workspace import metadata_path, read_metadata, write_metadata
 
 
 def kata(*args: str):
@@ -135,3 +135,17 @@ def test_reset_refuses_a_kata_made_by_another_engine_without_naming_its_bug(proj
     assert result.exit_code == 2 and "make a new kata with `kata new`" in result.output
     assert "eval-mode" not in result.output and BUGS["eval-mode"].title not in result.output
     assert path.read_text() == "my attempt\n"
+
+
+def test_metadata_keeps_what_the_script_showed_before_and_reads_katas_written_without_it(project):
+    """A kata from your own script remembers the symptoms its script had before; one written before that field
+    existed (or from a reference) reads as having had none."""
+    path = project / "broken" / "01.py"
+    info = read_metadata(path)
+    assert info.baseline == ()
+    write_metadata(path, replace(info, baseline=("health: initial loss", "input-scale")))
+    assert read_metadata(path) == replace(info, baseline=("health: initial loss", "input-scale"))
+    doc = json.loads(metadata_path(path).read_text())
+    del doc["baseline"]
+    metadata_path(path).write_text(json.dumps(doc))
+    assert read_metadata(path) == info

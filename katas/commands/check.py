@@ -91,14 +91,27 @@ def disclosure(path: Path, report, injected: str | None, diagnose: bool) -> str:
     return SYMPTOMS if marker.is_task_script(path) else DIAGNOSIS
 
 
+def failing(report) -> tuple[str, ...]:
+    """What fails in a report, each probe by id and a probe of several criteria (the health gate) by each
+    failing criterion ("health: initial loss"), so that one criterion failing before does not excuse another."""
+    keys = set()
+    for finding in report.findings:
+        if finding.failed:
+            parts = [part for part in finding.parts if part.failed]
+            keys.update([f"{finding.probe}: {part.title}" for part in parts] or [finding.probe])
+    return tuple(sorted(keys))
+
+
 def record_kata(path: Path, report, diagnose: bool = False) -> str | None:
     """For a kata made by `kata new`: record the result, and say whether its bug is fixed.
 
     A kata passes only when its bug's probes pass and the script still trains: where a probe could not
-    observe (n/a) or cannot tell, a report without symptoms becomes a failing one that says so.
+    observe (n/a) or cannot tell, a report without symptoms becomes a failing one that says so. A kata made from
+    your own script is not held to what that script already showed before the bug was planted: with its bug fixed
+    and no symptom beyond those, it passes, and the report says which symptoms were there before.
     With ``diagnose``, an unsolved kata is recorded as diagnosed (like a hint).
     """
-    from checker.verdict import EXIT_SYMPTOM
+    from checker.verdict import EXIT_PASS, EXIT_SYMPTOM
     from katas.bugs import BUGS
     from katas.engine.inject import ENGINE_VERSION
     from katas.state import Progress, record_check, updating
@@ -112,6 +125,11 @@ def record_kata(path: Path, report, diagnose: bool = False) -> str | None:
                    "the check is the same, but `kata reset` cannot restore it.", err=True)
     bug = BUGS[info.bug]
     status = bug.status(report.statuses())
+    failed = [f for f in report.findings if f.failed]
+    if report.verdict == "fail" and status == "fixed" and failed and set(failing(report)) <= set(info.baseline):
+        report.verdict, report.exit_code = "pass", EXIT_PASS
+        report.problem = ("this kata's symptom is gone; what the check still finds was already in the script before "
+                          "the bug was planted: " + "; ".join(f.symptom for f in failed))
     if report.verdict == "pass" and report.stopped:
         report.verdict, report.exit_code = "fail", EXIT_SYMPTOM
         report.problem = ("training stopped in the middle of a pass (a break out of the training loop): a kata is "

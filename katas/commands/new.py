@@ -102,11 +102,15 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bo
     order = [next(options)] if bug_id and not source_path and not ref else seeded_order(list(options), seed)
     bug, start = first_fit(order, seed, plain)
     ranks = nproc or LAUNCHED.get(start.label, 1)
+    already: tuple[str, ...] = ()  # what your own script shows before any bug: it does not keep the kata unsolved
     if source_path and not no_verify:
         limits = limits_of(timeout, idle, memory)
         start, baseline = settled(start, seed, device, limits, ranks)
         bug, mutation = plant_verified([b for b, _ in order], start, baseline, seed, not bug_id, device, limits,
                                        ranks)
+        from katas.commands.check import failing
+
+        already = failing(baseline)
     else:
         mutation = inject(bug, start.ctx, seed, start.path.name)
     if number is None:
@@ -115,7 +119,8 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bo
     else:
         target = folder / f"{number:02d}.py"
         backup = replace_with_backup(target, mutation.source)
-    write_metadata(target, KataInfo(ENGINE_VERSION, bug.id, mutation.site, start.label, seed, start.plain, ranks))
+    write_metadata(target, KataInfo(ENGINE_VERSION, bug.id, mutation.site, start.label, seed, start.plain, ranks,
+                                    already))
 
     from rich.padding import Padding
 
@@ -131,6 +136,9 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bo
     if source_path:
         console.print("[yellow]Not verified (--no-verify): the kata may not show its bug.[/]" if no_verify else
                       "Verified: `kata check` sees the bug's symptom in it.")
+        if already:
+            console.print(f"{source_path.name} already failed these checks before the bug was planted: "
+                          f"{', '.join(already)}. They stay as they are and do not keep the kata unsolved.")
     console.print("\n[bold]What you would observe[/]")
     console.print(Padding(bug.observe, (0, 0, 1, 2), expand=False))
     if ranks > 1:
