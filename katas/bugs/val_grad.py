@@ -35,7 +35,7 @@ class RemoveNoGrad(Operator):
     no_site = "it never evaluates a model under torch.no_grad() or torch.inference_mode()"
 
     def candidates(self, ctx: Context):
-        inner = set(innermost_training_loops(ctx))
+        inner = set(innermost_training_loops(ctx, through_calls=False))
         for node in ctx.all(cst.With):
             item = next((i for i in node.items if switches_off_grad(ctx, i.item)), None)
             if item is not None and evaluates(ctx, node.body, inner):
