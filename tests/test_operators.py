@@ -135,3 +135,135 @@ def test_a_chosen_site_is_planted_and_the_seed_orders_the_rest():
     assert inject(detach, ctx, 3, site=order[-1]).site == order[-1]
     with pytest.raises(NoSite, match="has no site"):
         inject(detach, ctx, 3, site="detach:nowhere")
+
+
+# -- the training loop, through calls into the file's own functions and methods --------------------------------
+
+OPT = "import torch\nmodel = torch.nn.Linear(4, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+STEP = "    opt.zero_grad()\n    model(x).sum().backward()\n    opt.step()\n"
+
+
+def test_calls_resolve_to_the_files_own_functions_through_scopes():
+    source = """\
+import torch
+
+
+def fit_step(batch):
+    pass
+
+
+class Base:
+    def step(self):
+        pass
+
+
+class Trainer(Base):
+    def __init__(self):
+        pass
+
+    def step(self):
+        super().step()
+
+    def run(self, hook=fit_step):
+        self.step()
+        hook(0)
+
+
+def train():  # a function of the file that model.train() never calls
+    pass
+
+
+trainer = Trainer()
+trainer.run()
+model.train()
+torch.optim.LBFGS([]).step(fit_step)
+"""
+    ctx = Context.of(source)
+    import libcst as cst
+
+    called = {ctx.code(c): [ctx.where(f.body) for f in ctx.callees(c)] for c in ctx.all(cst.Call)}
+    assert called["super().step()"] == ["Base.step"]
+    assert called["self.step()"] == ["Trainer.step"]
+    assert called["hook(0)"] == ["fit_step"]  # a parameter stands for the function it defaults to
+    assert called["Trainer()"] == ["Trainer.__init__"]
+    assert called["trainer.run()"] == ["Trainer.run"]
+    assert called["model.train()"] == []
+    assert called["torch.optim.LBFGS([]).step(fit_step)"] == ["fit_step"]  # given to be called back
+
+
+def test_a_reset_the_loop_runs_through_a_call_is_a_site():
+    per_epoch = OPT + "def train(epoch):\n    x = data\n" + STEP + "for epoch in range(3):\n    train(epoch)\n"
+    assert site_ids("zero-grad", per_epoch) == ["zero-grad:<module>:for epoch in range(3)"]
+    with_batches = OPT + "def train(epoch):\n  for x in loader:\n" + STEP + "for epoch in range(3):\n    train(epoch)\n"
+    assert site_ids("zero-grad", with_batches) == ["zero-grad:train:for x in loader"]  # the batch loop's own reset
+    methods = (OPT + "class T:\n  def _run_batch(self, x):\n" + STEP
+               + "  def _run_epoch(self):\n    for x in self.data:\n      self._run_batch(x)\n"
+               + "  def train(self):\n    for e in range(2):\n      self._run_epoch()\n")
+    assert site_ids("zero-grad", methods) == ["zero-grad:T._run_epoch:for x in self.data"]
+    closure = OPT + "for i in range(5):\n  def closure():\n" + STEP.replace("    opt.step()\n", "    return 1\n") \
+        + "  opt.step(closure)\n"
+    assert site_ids("zero-grad", closure) == ["zero-grad:<module>:for i in range(5)"]
+    planted = inject(lookup("zero-grad"), closure, 0).source
+    assert "zero_grad" not in planted and "opt.step(closure)" in planted
+
+
+def test_a_reset_no_loop_runs_is_no_site():
+    loop = "for x in batches:\n    model(x).sum().backward()\n    opt.step()\n"
+    once = OPT + "def reset():\n    opt.zero_grad()\n\n\ndef unused(x):\n" + STEP + "reset()\n" + loop
+    assert site_ids("zero-grad", once) == []
+    recursive = OPT + "def again(n):\n    opt.zero_grad()\n    again(n - 1)\n" + "again(3)\n" + loop
+    assert site_ids("zero-grad", recursive) == []
+    named_like_a_method = OPT + "def train():\n    opt.zero_grad()\n" + loop.replace("for x in batches:\n",
+                                                                                 "for x in batches:\n    model.train()\n")
+    assert site_ids("zero-grad", named_like_a_method) == []  # model.train() is not the file's train()
+    own = OPT + "def warmup():\n    opt.zero_grad()\n" + "warmup()\n" \
+        + loop.replace("    opt.step()\n", "    opt.step()\n    opt.zero_grad()\n")
+    assert site_ids("zero-grad", own) == ["zero-grad:<module>:for x in batches"]
+    assert inject(lookup("zero-grad"), own, 0).source.count("opt.zero_grad()") == 1  # the warm-up's stays
+
+
+PHASES = """\
+import torch
+import torch.nn.functional as F
+
+model = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(3):
+    for phase in ["train", "val"]:
+        for x, y in loaders[phase]:
+            with torch.set_grad_enabled(MODE):
+                loss = F.cross_entropy(model(x), y)
+                if phase == "train":
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+"""
+
+
+def test_a_grad_mode_that_follows_the_phase_is_a_val_grad_site():
+    source = PHASES.replace("MODE", 'phase == "train"')
+    assert site_ids("val-grad", source) == ['val-grad:<module>:with torch.set_grad_enabled(phase == "train")']
+    planted = inject(lookup("val-grad"), source, 0).source
+    assert "set_grad_enabled" not in planted and '            loss = F.cross_entropy(model(x), y)\n' in planted
+    assert site_ids("val-grad", PHASES.replace("MODE", "True")) == []
+    assert site_ids("val-grad", PHASES.replace("MODE", "torch.is_grad_enabled()")) == []
+    assert site_ids("val-grad", PHASES.replace("MODE", "phase").replace('if phase == "train":', "if True:")) == []
+    flag = """\
+import torch
+
+
+def run_epoch(model, loader, opt, is_train):
+    with torch.set_grad_enabled(is_train):
+        for x, y in loader:
+            loss = model(x).sum()
+            if is_train:
+                loss.backward()
+                opt.step()
+
+
+def evaluate(model, loader):
+    with torch.set_grad_enabled(False):
+        return sum(model(x).sum().item() for x, _ in loader)
+"""
+    assert site_ids("val-grad", flag) == ["val-grad:evaluate:with torch.set_grad_enabled(False)",
+                                          "val-grad:run_epoch:with torch.set_grad_enabled(is_train)"]

@@ -6,16 +6,65 @@ import libcst as cst
 from katas.catalogue import Bug
 from katas.engine.context import MODEL, Context
 from katas.engine.operator import Example, Operator, Site, rewrite
-from katas.engine.patterns import NO_GRAD, innermost_training_loops, runs_within
+from katas.engine.patterns import NO_GRAD, constant, innermost_training_loops, runs_within
 from katas.engine.tree import find, method
 
 LOOPING = (cst.For, cst.While, cst.CompFor)
+SET_GRAD = {"torch.set_grad_enabled", "torch.autograd.set_grad_enabled", "torch.autograd.grad_mode.set_grad_enabled"}
+
+
+def grad_mode(ctx: Context, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The mode ``torch.set_grad_enabled(mode)`` is given, else None."""
+    if isinstance(expr, cst.Call) and ctx.qualified_names(expr.func) & SET_GRAD:
+        return next((a.value for a in expr.args if a.keyword is None and not a.star
+                     or a.keyword is not None and a.keyword.value == "mode"), None)
+    return None
 
 
 def switches_off_grad(ctx: Context, expr: cst.BaseExpression) -> bool:
-    """``torch.no_grad()`` or ``torch.inference_mode()`` (called or not, as decorators may be)."""
+    """``torch.no_grad()`` or ``torch.inference_mode()`` (called or not, as decorators may be), or
+    ``torch.set_grad_enabled(False)``."""
     target = expr.func if isinstance(expr, cst.Call) else expr
-    return bool(ctx.qualified_names(target) & NO_GRAD)
+    mode = grad_mode(ctx, expr)
+    return bool(ctx.qualified_names(target) & NO_GRAD) or mode is not None and constant(ctx, mode) is False
+
+
+def switches_by_phase(ctx: Context, expr: cst.BaseExpression) -> bool:
+    """``torch.set_grad_enabled(phase == "train")``: a mode that is not the same on every run and reads a value
+    that also decides whether a backward pass runs (``if phase == "train": loss.backward()``), so the passes
+    that skip the backward, the evaluation, run without autograd."""
+    mode = grad_mode(ctx, expr)
+    if mode is None or constant(ctx, mode) is not None:
+        return False
+    read = reads(ctx, mode)
+    return bool(read) and any(
+        reads(ctx, test.test) & read and any(method(c) == "backward" for branch in (test.body, test.orelse)
+                                             if branch is not None for c in ctx.runs(branch))
+        for test in ctx.all(cst.If))
+
+
+def reads(ctx: Context, expr: cst.BaseExpression) -> set:
+    """What ``expr`` reads: its variables (by binding, modules left out) and attributes (``self.x`` by binding,
+    ``args.train`` as written)."""
+    def module(name: cst.Name) -> bool:
+        return any(isinstance(b, (cst.Import, cst.ImportFrom)) for b in ctx.bound_to(name))
+
+    found: set = set()
+    for node in find(expr, cst.Name, cst.Attribute):
+        if isinstance(node, cst.Attribute):
+            if isinstance(node.value, cst.Name) and not module(node.value):
+                key = ctx.binding(node)
+                found.add(key if key is not None and key[0] == "self" else ("attribute", ctx.code(node)))
+        elif ctx.is_read(node) and not isinstance(ctx.parents.get(node), cst.Attribute) and not module(node):
+            key = ctx.binding(node)
+            if key is not None:
+                found.add(key)
+    return found
+
+
+def grad_switch(ctx: Context, expr: cst.BaseExpression) -> bool:
+    """What the operator removes: a switch that turns autograd off, always or in the evaluation passes."""
+    return switches_off_grad(ctx, expr) or switches_by_phase(ctx, expr)
 
 
 def evaluates(ctx: Context, root: cst.CSTNode, inner: set) -> bool:
@@ -29,16 +78,22 @@ def evaluates(ctx: Context, root: cst.CSTNode, inner: set) -> bool:
 
 
 class RemoveNoGrad(Operator):
-    """Remove the ``with torch.no_grad():`` (or ``torch.inference_mode()``) around an evaluation, its body
-    dedented, or the ``@torch.no_grad()`` decorator of an evaluation function."""
+    """Remove the ``with torch.no_grad():`` (or ``torch.inference_mode()``, ``torch.set_grad_enabled(False)``)
+    around an evaluation, its body dedented, or the ``@torch.no_grad()`` decorator of an evaluation function; or
+    the ``with torch.set_grad_enabled(phase == "train"):`` around a model that both trains and evaluates, so that
+    its evaluation passes build graphs too."""
 
-    no_site = "it never evaluates a model under torch.no_grad() or torch.inference_mode()"
+    no_site = "it never evaluates a model under torch.no_grad(), torch.inference_mode() or torch.set_grad_enabled()"
 
     def candidates(self, ctx: Context):
-        inner = set(innermost_training_loops(ctx))
+        inner = set(innermost_training_loops(ctx, through_calls=False))
         for node in ctx.all(cst.With):
             item = next((i for i in node.items if switches_off_grad(ctx, i.item)), None)
             if item is not None and evaluates(ctx, node.body, inner):
+                yield node, f"with {ctx.code(item.item)}"
+                continue
+            item = next((i for i in node.items if switches_by_phase(ctx, i.item)), None)
+            if item is not None and any(ctx.role(c.func).kind == MODEL for c in ctx.calls(node.body)):
                 yield node, f"with {ctx.code(item.item)}"
         for function in ctx.all(cst.FunctionDef):
             decorator = next((d for d in function.decorators if switches_off_grad(ctx, d.decorator)), None)
@@ -75,10 +130,10 @@ def validate(net: nn.Module, batches):
 
 
 def without_with(ctx: Context, node: cst.With) -> cst.Module:
-    """Drop the grad-switching item of ``node``; when it was the only one, put the body in its place (dedented),
+    """Drop the grad-switching items of ``node``; when it was the only one, put the body in its place (dedented),
     keeping the comments above the ``with`` and in its body; a comment beside the ``with`` line goes with it, as
     a removed line's does."""
-    items = [i for i in node.items if not switches_off_grad(ctx, i.item)]
+    items = [i for i in node.items if not grad_switch(ctx, i.item)]
     if items:
         items[-1] = items[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         return rewrite(ctx.module, {node: lambda w: w.with_changes(items=items)})

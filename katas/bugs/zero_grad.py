@@ -6,19 +6,27 @@ import libcst as cst
 from katas.catalogue import Bug
 from katas.engine.context import MODEL, OPTIMIZER, Context
 from katas.engine.operator import Example, Operator, Site, remove_statements
-from katas.engine.patterns import loop_label, method_statements, unreachable
+from katas.engine.patterns import call_statement, loop_label, unreachable
+from katas.engine.tree import method
 
 
 class RemoveGradientReset(Operator):
-    """Delete every ``zero_grad()`` on an optimizer or model that a training loop runs itself (not through a
-    training loop nested in it)."""
+    """Delete every ``zero_grad()`` on an optimizer or model that a training loop runs itself: in its body, or
+    in a function or method of the file its body calls (a step function, ``self._run_batch(...)``, an LBFGS
+    closure given to ``optimizer.step``), not through a training loop nested in it."""
 
     no_site = "it has no training loop that resets gradients with zero_grad()"
 
     def resets(self, ctx: Context, loop: cst.For | cst.While):
-        loops = ctx.training_loops()
-        return [(s, r) for s, r in method_statements(ctx, loop.body, {"zero_grad"}, {OPTIMIZER, MODEL})
-                if next(a for a in ctx.ancestors(s) if a in loops) is loop and not unreachable(ctx, s)]
+        others = set(ctx.training_loops()) - {loop}
+        found = []
+        for call in ctx.runs(loop.body, stop=others.__contains__):
+            if method(call) != "zero_grad":
+                continue
+            statement, role = ctx.statement(call), ctx.role(call.func.value)
+            if call_statement(statement) is call and role.kind in (OPTIMIZER, MODEL) and not unreachable(ctx, statement):
+                found.append((statement, role))
+        return found
 
     def sites(self, ctx: Context) -> list[Site]:
         return [

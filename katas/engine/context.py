@@ -7,12 +7,19 @@ and keeps it through assignments, ``self.x = ...`` attributes, ``.to(device)`` a
 calls into functions of the same file (argument → parameter, positional or
 keyword). Only when that finds nothing does a conventional name (``opt``,
 ``scheduler``, ``model`` ...) decide, and the answer says it was a guess.
+
+*Calls* are resolved to the file's own functions and methods through the scopes, not by
+name: ``f(...)`` to the ``def`` its name is bound to, ``self.m(...)`` to a method of the
+enclosing class (its bases and subclasses in the file), ``trainer.fit()`` to a method of the
+class ``trainer`` is built from, and a function passed as an argument
+(``optimizer.step(closure)``) as called there. A loop *trains* when one pass of it runs
+``backward()``: in its body, or in what its body calls.
 """
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -50,6 +57,11 @@ class Context:
     _scopes: Mapping = field(default_factory=dict)
     _qualified: dict = field(default_factory=dict)
     _bindings: dict = field(default_factory=dict)
+    _own_calls: dict = field(default_factory=dict)
+    _callees: dict = field(default_factory=dict)
+    _callers: dict | None = None
+    _order: dict = field(default_factory=dict)
+    _training: list | None = None
 
     def __post_init__(self) -> None:
         wrapper = MetadataWrapper(cst.parse_module(self.source), unsafe_skip_copy=True)
@@ -149,8 +161,149 @@ class Context:
         return bool(self.qualified_names(call.func) & set(qualified))
 
     def training_loops(self) -> list[cst.For | cst.While]:
-        """``for`` and ``while`` loops whose body calls ``.backward()``."""
-        return [loop for loop in self.all(*LOOPS) if self.calls(loop.body, "backward")]
+        """``for`` and ``while`` loops one pass of which runs ``.backward()``: in the body, or in a function or
+        method of this file the body calls (``train(epoch)``, ``self._run_batch(...)``,
+        ``optimizer.step(closure)``), transitively."""
+        if self._training is None:
+            self._training = [loop for loop in self.all(*LOOPS)
+                              if any(method_of(c) == "backward" for c in self.runs(loop.body))]
+        return self._training
+
+    # -- calls into the file's own functions ------------------------------------
+    def runs(self, root: cst.CSTNode, stop: Callable[[cst.CSTNode], bool] | None = None) -> list[cst.Call]:
+        """The calls one run of ``root`` makes: those under it (not in the functions it defines), then those in
+        the file's functions and methods they call, transitively, each function once, in that order; with
+        ``stop``, none under a node it accepts (below ``root``, or in a called function)."""
+        found: list[cst.Call] = []
+        seen: set = set()
+        todo = [root]
+        while todo:
+            block = todo.pop(0)
+            for call in self._calls_under(block):
+                if stop is not None and any(stop(a) for a in self._between(call, block)):
+                    continue
+                found.append(call)
+                for function in self.callees(call):
+                    if function not in seen:
+                        seen.add(function)
+                        todo.append(function.body)
+        return found
+
+    def callees(self, call: cst.Call) -> list[cst.FunctionDef]:
+        """The file's own functions and methods ``call`` runs, in source order: what it calls (a ``def`` its
+        name is bound to, a class's ``__init__``, ``self.m``, ``super().m``, ``x.m`` where ``x`` is built from a
+        class of the file) and the functions it is given as arguments, which it calls back
+        (``optimizer.step(closure)``, ``model.apply(init_weights)``)."""
+        if call not in self._callees:
+            found = self._called(call.func, constructs=True)
+            for arg in call.args:
+                found += self._called(arg.value, constructs=False)
+            if not self._order:
+                self._order.update((f, i) for i, f in enumerate(self.all(cst.FunctionDef)))
+            self._callees[call] = sorted(dict.fromkeys(found), key=self._order.__getitem__)
+        return self._callees[call]
+
+    def callers(self, function: cst.FunctionDef) -> list[cst.Call]:
+        """The calls in this file that run ``function`` (as ``callees`` resolves them), in source order."""
+        if self._callers is None:
+            self._callers = {}
+            for call in self.all(cst.Call):
+                for callee in self.callees(call):
+                    self._callers.setdefault(callee, []).append(call)
+        return self._callers.get(function, [])
+
+    def _calls_under(self, root: cst.CSTNode) -> list[cst.Call]:
+        """``calls(root)``, from each function's own calls (those not in a function it defines)."""
+        if not self._own_calls:
+            for call in self.all(cst.Call):
+                self._own_calls.setdefault(self.enclosing(call, cst.FunctionDef) or self.module, []).append(call)
+        if root is self.module:
+            return self._own_calls.get(root, [])
+        owner = self.enclosing(root, cst.FunctionDef) or self.module
+        return [call for call in self._own_calls.get(owner, []) if any(a is root for a in self.ancestors(call))]
+
+    def _between(self, node: cst.CSTNode, root: cst.CSTNode):
+        """The ancestors of ``node`` below ``root``."""
+        for a in self.ancestors(node):
+            if a is root:
+                return
+            yield a
+
+    def bound_to(self, name: cst.Name) -> list[cst.CSTNode]:
+        """The nodes a name's visible assignments are made by: a ``def``, a ``class``, or an assigned name."""
+        scope = self._scopes.get(name)
+        if scope is None:
+            return []
+        return [a.node for a in scope[name.value] if hasattr(a, "node")]
+
+    def _called(self, expr: cst.BaseExpression, constructs: bool) -> list[cst.FunctionDef]:
+        """The file's functions and methods that calling ``expr`` runs (``constructs``: a class's ``__init__``);
+        a parameter stands for the function it defaults to."""
+        if isinstance(expr, cst.Name):
+            found = []
+            for node in self.bound_to(expr):
+                if isinstance(node, cst.FunctionDef):
+                    found.append(node)
+                elif constructs and isinstance(node, cst.ClassDef):
+                    found += self._method(node, "__init__")
+                elif isinstance(node, cst.Param) and node.default is not None:  # def run(step=train_step)
+                    found += self._called(node.default, constructs)
+            return found
+        if not isinstance(expr, cst.Attribute):
+            return []
+        name, owner = expr.attr.value, expr.value
+        if isinstance(owner, cst.Name) and owner.value == "self":
+            cls = self.enclosing(expr, cst.ClassDef)
+            if cls is None:
+                return []
+            return [*self._method(cls, name), *(f for sub in self._subclasses(cls) for f in self._own_method(sub, name))]
+        if isinstance(owner, cst.Call) and isinstance(owner.func, cst.Name) and owner.func.value == "super":
+            cls = self.enclosing(expr, cst.ClassDef)
+            return [f for base in (self._bases(cls) if cls is not None else []) for f in self._method(base, name)][:1]
+        return [f for cls in self._instance_of(owner) for f in self._method(cls, name)]
+
+    def _instance_of(self, expr: cst.BaseExpression) -> list[cst.ClassDef]:
+        """The classes of this file an expression holds an instance of: ``Trainer(...)``, or a name (or a
+        ``self`` attribute) assigned one."""
+        if isinstance(expr, cst.Call):
+            return [c for c in (self.bound_to(expr.func) if isinstance(expr.func, cst.Name) else [])
+                    if isinstance(c, cst.ClassDef)]
+        values = []
+        if isinstance(expr, cst.Name):
+            for node in self.bound_to(expr):
+                parent = self.parents.get(node)
+                if isinstance(parent, cst.AssignTarget):
+                    values.append(self.parents[parent].value)
+                elif isinstance(parent, cst.AnnAssign) and parent.target is node and parent.value is not None:
+                    values.append(parent.value)
+        elif is_self_attribute(expr):
+            key = self.binding(expr)
+            values = [a.value for a in self.all(cst.Assign) if any(self.binding(t.target) == key for t in a.targets)]
+        return list(dict.fromkeys(c for v in values if isinstance(v, cst.Call) for c in self._instance_of(v)))
+
+    def _own_method(self, cls: cst.ClassDef, name: str) -> list[cst.FunctionDef]:
+        body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else []
+        return [f for f in body if isinstance(f, cst.FunctionDef) and f.name.value == name][-1:]
+
+    def _method(self, cls: cst.ClassDef, name: str, seen: frozenset = frozenset()) -> list[cst.FunctionDef]:
+        """The method ``name`` of ``cls``: its own, else the first of its bases' in this file (depth first)."""
+        if cls in seen:
+            return []
+        own = self._own_method(cls, name)
+        if own:
+            return own
+        return next((found for base in self._bases(cls) if (found := self._method(base, name, seen | {cls}))), [])
+
+    def _bases(self, cls: cst.ClassDef) -> list[cst.ClassDef]:
+        return [c for b in cls.bases if isinstance(b.value, cst.Name) for c in self.bound_to(b.value)
+                if isinstance(c, cst.ClassDef) and c is not cls]
+
+    def _subclasses(self, cls: cst.ClassDef) -> list[cst.ClassDef]:
+        """The classes of this file derived from ``cls``, directly or not, in source order."""
+        found = [cls]
+        while more := [c for c in self.all(cst.ClassDef) if c not in found and any(b in found for b in self._bases(c))]:
+            found += more
+        return found[1:]
 
     # -- roles --------------------------------------------------------------
     def role(self, expr: cst.BaseExpression) -> Role:

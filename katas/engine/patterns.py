@@ -38,9 +38,20 @@ def method_statements(ctx: Context, root: cst.CSTNode, methods: set[str], roles:
     return found
 
 
-def innermost_training_loops(ctx: Context) -> list[cst.For | cst.While]:
+def innermost_training_loops(ctx: Context, through_calls: bool = True) -> list[cst.For | cst.While]:
+    """Training loops that run no other training loop: none inside them, nor (``through_calls``) in a function
+    their body calls, transitively; without ``through_calls``, only loops whose body calls ``backward()``
+    itself, and nesting as written."""
+    if not through_calls:
+        loops = [loop for loop in ctx.all(*LOOPS) if ctx.calls(loop.body, "backward")]
+        return [loop for loop in loops if not any(other is not loop and loop in set(ctx.ancestors(other)) for other in loops)]
     loops = ctx.training_loops()
-    return [loop for loop in loops if not any(other is not loop and loop in set(ctx.ancestors(other)) for other in loops)]
+    innermost = []
+    for loop in loops:
+        reached = {loop.body, *(f.body for c in ctx.runs(loop.body) for f in ctx.callees(c))}
+        if not any(other is not loop and any(a in reached for a in ctx.ancestors(other)) for other in loops):
+            innermost.append(loop)
+    return innermost
 
 
 def body_statement(ctx: Context, node: cst.CSTNode, block: cst.IndentedBlock) -> cst.CSTNode:
@@ -109,20 +120,19 @@ def unreachable(ctx: Context, node: cst.CSTNode) -> bool:
 
 def runs_within(ctx: Context, node: cst.CSTNode, inside: Callable[[cst.CSTNode], bool],
                 seen: frozenset = frozenset()) -> bool:
-    """Whether ``node`` has an ancestor that is ``inside``, directly or through a function of this file
-    called (by name) from within one."""
+    """Whether ``node`` has an ancestor that is ``inside``, directly or through a function or method of this
+    file called from within one (as ``Context.callees`` resolves calls: ``f()``, ``self.f()``,
+    ``optimizer.step(f)`` ...), transitively."""
     for a in ctx.ancestors(node):
         if inside(a):
             return True
         if isinstance(a, cst.FunctionDef):
-            name = a.name.value
-            if name in seen:
+            if a in seen:
                 return False
-            callers = [c for c in ctx.all(cst.Call) if name == (c.func.value if isinstance(c.func, cst.Name) else method(c))]
-            return any(runs_within(ctx, c, inside, seen | {name}) for c in callers)
+            return any(runs_within(ctx, c, inside, seen | {a}) for c in ctx.callers(a))
     return False
 
 
 def runs_repeatedly(ctx: Context, node: cst.CSTNode) -> bool:
-    """Whether ``node`` is inside a loop, or in a function called (by name, in this file) from inside one."""
+    """Whether ``node`` is inside a loop, or in a function of this file called from inside one."""
     return runs_within(ctx, node, lambda a: isinstance(a, LOOPS))
