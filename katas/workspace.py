@@ -59,7 +59,8 @@ def read_metadata(script: Path) -> KataInfo | None:
     try:
         doc = json.loads(metadata_path(script).read_text())
         if doc["format"] == 1:
-            return KataInfo(**json.loads(base64.b64decode(doc["kata"])), plain=True)
+            fields = json.loads(base64.b64decode(doc["kata"]))
+            return KataInfo(**{**fields, "baseline": tuple(fields.get("baseline", ()))}, plain=True)
         if doc["format"] == FORMAT:
             nonce = bytes.fromhex(doc["nonce"])
             sealed = json.loads(_xor(base64.b64decode(doc["sealed"]), nonce))
