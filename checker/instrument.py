@@ -202,10 +202,7 @@ class Instrumentation:
         @functools.wraps(original)
         def clip_grad_norm_(*args: Any, **kwargs: Any):
             given = read(args, kwargs)
-            parameters = given["parameters"]
-            params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
-            args = (params, *args[1:]) if args else args
-            kwargs = {**kwargs, "parameters": params} if "parameters" in kwargs else kwargs
+            params, args, kwargs = parameters_listed(given, args, kwargs)
             session.before_clip()
             norm = original(*args, **kwargs)
             session.emit(Event.CLIP, params, float(given["max_norm"]), float(given["norm_type"]), float(norm))
@@ -221,10 +218,7 @@ class Instrumentation:
         def clip_grad_value_(*args: Any, **kwargs: Any):
             """Clipping by value: CLIP as a clip of the infinity norm (the largest element's size) at that value."""
             given = read_value(args, kwargs)
-            parameters = given["parameters"]
-            params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
-            args = (params, *args[1:]) if args else args
-            kwargs = {**kwargs, "parameters": params} if "parameters" in kwargs else kwargs
+            params, args, kwargs = parameters_listed(given, args, kwargs)
             session.before_clip()
             measured = session.total_norm([p.grad for p in params if p.grad is not None], math.inf)
             result = original_value(*args, **kwargs)
@@ -492,6 +486,16 @@ class Tee:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.target, name)
+
+
+def parameters_listed(given: dict, args: tuple, kwargs: dict) -> tuple[list, tuple, dict]:
+    """A clip's ``parameters`` (a tensor, or an iterable a generator may give only once) as a list, and the call's
+    arguments with that list in its place."""
+    parameters = given["parameters"]
+    params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
+    args = (params, *args[1:]) if args else args
+    kwargs = {**kwargs, "parameters": params} if "parameters" in kwargs else kwargs
+    return params, args, kwargs
 
 
 class ObservedIterator:

@@ -231,17 +231,21 @@ def test_rank_streams_does_not_count_the_draws_a_dataloader_makes_as_each_pass_b
     assert finding.status == FAIL, finding.message
 
 
-def test_ranks_seeded_alike_that_draw_nothing_while_training_are_not_a_symptom(tmp_path):
-    """Two forked ranks, both seeded 0, no dropout, a DistributedSampler with set_epoch: every rank's default
-    generator moves alike at each pass's start (the loader's base seed) and at no other time."""
-    script = tmp_path / "alike.py"
-    script.write_text(SPAWNED.replace("torch.manual_seed(rank)", "torch.manual_seed(0)")
-                      .replace("nn.Dropout(0.1), ", "")
-                      .replace("        model.train()", "        sampler.set_epoch(epoch)\n        model.train()")
+def forked_with_set_epoch(tmp_path, text: str):
+    """``text`` (a variant of SPAWNED) with ``set_epoch`` called, its ranks forked, checked: (result, report)."""
+    script = tmp_path / "variant.py"
+    script.write_text(text.replace("        model.train()", "        sampler.set_epoch(epoch)\n        model.train()")
                       .replace("mp.spawn(worker, args=(2, port), nprocs=2)",
                                'mp.start_processes(worker, args=(2, port), nprocs=2, start_method="fork")'))
     result = CliRunner().invoke(main, ["check", "--json", str(script)])
-    report = json.loads(result.output)
+    return result, json.loads(result.output)
+
+
+def test_ranks_seeded_alike_that_draw_nothing_while_training_are_not_a_symptom(tmp_path):
+    """Two forked ranks, both seeded 0, no dropout, a DistributedSampler with set_epoch: every rank's default
+    generator moves alike at each pass's start (the loader's base seed) and at no other time."""
+    result, report = forked_with_set_epoch(tmp_path, SPAWNED.replace("torch.manual_seed(rank)", "torch.manual_seed(0)")
+                                           .replace("nn.Dropout(0.1), ", ""))
     assert (result.exit_code, report["nproc"]) == (0, 2), report["probes"]
     judged = {p["probe"]: p["status"] for p in report["probes"]}
     assert judged["rank-streams"] == NOT_APPLICABLE and judged["rank-params"] == PASS
@@ -424,14 +428,9 @@ def test_ranks_forked_by_the_script_are_observed_and_compared(tmp_path):
 
 def test_a_model_cast_after_it_was_wrapped_drifts_and_the_cast_is_named(tmp_path):
     """DistributedDataParallel built, then the model cast to float64: its gradients are no longer averaged."""
-    script = tmp_path / "cast.py"
-    script.write_text(SPAWNED.replace("opt = torch.optim", "model.double()\n    opt = torch.optim")
-                      .replace("model(xb)", "model(xb.double())")
-                      .replace("        model.train()", "        sampler.set_epoch(epoch)\n        model.train()")
-                      .replace("mp.spawn(worker, args=(2, port), nprocs=2)",
-                               'mp.start_processes(worker, args=(2, port), nprocs=2, start_method="fork")'))
-    result = CliRunner().invoke(main, ["check", "--json", str(script)])
-    report = json.loads(result.output)
+    result, report = forked_with_set_epoch(tmp_path, SPAWNED.replace("opt = torch.optim",
+                                                                      "model.double()\n    opt = torch.optim")
+                                           .replace("model(xb)", "model(xb.double())"))
     assert (result.exit_code, report["nproc"]) == (1, 2), report["problem"]
     failed = {p["probe"]: p["message"] for p in report["probes"] if p["status"] in (FAIL, "error")}
     assert set(failed) == {"rank-params"}, report["probes"]
