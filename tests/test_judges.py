@@ -209,6 +209,21 @@ def test_a_stage_that_continues_a_trained_model_need_not_fall_but_a_fresh_stalle
     assert fresh.status == FAIL  # a new stage that starts high and never learns
 
 
+def test_a_steady_slow_fall_is_learning_and_a_noisy_one_must_fall_further():
+    """A layer-local objective with a floor, full-batch (forward-forward's second layer): 9.9 % down, every late
+    loss below every early one, is learning; the same 9.9 % within noise of a flat loss is not."""
+    steady = [0.764 - 0.0014 * i for i in range(60)]
+    finding = health.loss_falls(facts(losses=steady, updates=60, backwards=60))
+    assert finding.status == PASS and "steadily" in finding.message
+    noisy = [0.75 + (0.12 if i % 2 else -0.12) - 0.0012 * i for i in range(60)]
+    assert health.loss_falls(facts(losses=noisy, updates=60, backwards=60)).status == FAIL
+    creeping = [0.5 - 0.0005 * i for i in range(60)]  # steady, but 5 % of nothing: 0.5 to 0.473
+    assert health.loss_falls(facts(losses=creeping, updates=60, backwards=60)).status == FAIL
+    onto_chance = [0.76 - 0.0012 * i for i in range(60)]  # a broadcast loss settling on ln(2): the labels' mean
+    assert health.loss_falls(facts(losses=onto_chance, updates=60, backwards=60), classes=2).status == FAIL
+    assert health.loss_falls(facts(losses=steady, updates=60, backwards=60), classes=8).status == PASS
+
+
 def test_losses_that_sum_an_episode_are_judged_per_forward():
     lengths = [4, 6, 9, 12, 16, 20, 26, 32, 40, 40] * 2
     growing = [2.0 * n for n in lengths]  # per forward constant: an episode's summed loss follows its length

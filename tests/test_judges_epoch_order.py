@@ -9,9 +9,10 @@ from checker.probes import epoch_order
 
 
 def dataset(passes=4, compared=3, repeated=0, items=512, name="Points", sampler="RandomSampler", shuffles=None,
-            fresh=0, unsure=0, spread=None, shuffled=None, stream=False):
+            fresh=0, unsure=0, spread=None, shuffled=None, stream=False, varied=0):
     return {"dataset": name, "sampler": sampler, "shuffles": shuffles, "stream": stream, "passes": passes,
             "items": items, "compared": compared, "repeated": repeated, "fresh": fresh, "unsure": unsure,
+            "varied": varied,
             "spread": spread, "shuffled": shuffled, "classes": 4 if spread is not None else 0}
 
 
@@ -34,6 +35,15 @@ def test_a_fixed_order_of_representative_batches_is_advice_and_the_symptom_names
     for word in ("shuffl", "sampler", "Sampler", "permut", "random"):
         assert word not in finding.observed
     assert judge(dataset(repeated=3, sampler="SequentialSampler")).status == ADVICE  # no labels to tell
+
+
+def test_labels_in_a_fixed_order_whose_inputs_differ_each_pass_are_said_to_be_so():
+    """Pairs drawn anew on every access, labelled by the index's parity (a siamese matcher): the labels repeat,
+    the inputs do not, and the advice says exactly that."""
+    finding = judge(dataset(repeated=3, varied=3, sampler="SequentialSampler", spread=0.02, shuffled=0.1))
+    assert finding.status == ADVICE
+    assert finding.observed.startswith("the training batches of Points served their labels in the same order in all "
+                                       "4 passes over its 512 items (their inputs differed each pass")
 
 
 def test_a_fixed_order_fails_when_its_batches_are_unrepresentative_or_its_sampler_says_it_shuffles():

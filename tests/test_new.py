@@ -277,7 +277,7 @@ def test_from_refuses_a_bug_whose_symptom_the_check_cannot_see(tmp_path):
     text = " ".join(result.output.split())
     assert result.exit_code == 2, result.output
     assert "`clip-order` was planted at 1 site of clip_never_engages.py but kata check could not see its symptom" in text
-    assert "clip-order: pass" in text and "engaged at 0 of" in text
+    assert "clip-order: advice" in text and "engaged at 0 of" in text
     assert not list(tmp_path.iterdir()) and sorted(SAMPLES.iterdir()) == before
     unchecked = kata("new", "--from", str(script), "--bug", "clip-order", "--no-verify", "--dir", str(tmp_path))
     assert unchecked.exit_code == 0 and "may not show its bug" in unchecked.output

@@ -91,7 +91,8 @@ class Observation:
     # sampler's own shuffle setting (None: it has none), "passes": trained passes, "items": indices (or samples) in
     # its first pass, "compared": pairs of passes compared, "repeated": of those, pairs serving the same items in the
     # same order, "fresh": pairs whose indices repeated but whose labels differed, "unsure": pairs whose indices
-    # repeated, without labels, with different values, "spread" / "shuffled": the first pass's label-mix distance
+    # repeated, without labels, with different values, "varied": repeated pairs whose labels repeated but whose
+    # values differed (augmented, or items drawn anew), "spread" / "shuffled": the first pass's label-mix distance
     # and what shuffling gives (None without labels), "classes": labels seen}
     datasets: list[dict] = field(default_factory=list)
     unordered: list[str] = field(default_factory=list)  # training datasets read without a sampler (IterableDataset)
@@ -254,7 +255,7 @@ def shuffled_spread(batches: list[list[int]]) -> float | None:
 def summarise(group: dict) -> dict:
     passes = group["passes"]
     labels = all(served.labelled for _, served in passes)
-    compared = repeated = fresh = unsure = 0
+    compared = repeated = fresh = unsure = varied = 0
     for (order_a, served_a), (order_b, served_b) in zip(passes, passes[1:]):
         indices = same_order(order_a, order_b) if order_a is not None and order_b is not None else True
         if indices is None:
@@ -266,6 +267,7 @@ def summarise(group: dict) -> dict:
             continue
         if same_served(served_a, served_b, labels):
             repeated += 1
+            varied += labels and not same_served(served_a, served_b, labels=False)  # other inputs, same labels
         elif labels:
             fresh += 1
         elif order_a is not None:
@@ -275,7 +277,7 @@ def summarise(group: dict) -> dict:
     return {"dataset": group["dataset"], "sampler": group["sampler"], "shuffles": group["shuffles"],
             "stream": passes[0][0] is None,
             "passes": len(passes), "items": passes[0][0].indices if passes[0][0] is not None else first.batches,
-            "compared": compared, "repeated": repeated, "fresh": fresh, "unsure": unsure,
+            "compared": compared, "repeated": repeated, "fresh": fresh, "unsure": unsure, "varied": varied,
             "spread": spread(kept), "shuffled": shuffled_spread(kept), "classes": len({v for b in kept for v in b})}
 
 
@@ -330,6 +332,10 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
 def fixed_order(d: dict) -> Finding:
     seen = (f"the training batches of {d['dataset']} came in the same order in all {d['passes']} passes over its "
             f"{d['items']} items")
+    if d.get("varied") and d["varied"] == d["repeated"]:
+        seen = (f"the training batches of {d['dataset']} served their labels in the same order in all {d['passes']} "
+                f"passes over its {d['items']} items (their inputs differed each pass: augmented, or drawn anew on "
+                "each access)")
     measured, threshold = f"{d['repeated']} of {d['compared']} epochs repeated", "0"
     mix = ""
     if d["spread"] is not None and d["shuffled"] is not None:

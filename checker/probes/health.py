@@ -12,7 +12,11 @@ Criteria (each its own row; a criterion whose premise the run does not meet says
   integer labels the model's output scores (k outputs, or one logit and 0/1 labels);
 * training loss falls: the mean of the last fifth of the backward passes' losses
   is at least 10 % of its size below the mean of the first fifth, for each
-  updater's stage; not judged when two optimizers take turns on disjoint
+  updater's stage, or 5 % where the fall is steady (the last fifth's mean below
+  every one of at least 5 losses of the first fifth: a layer-local objective with a
+  floor, trained full-batch, falls slowly but surely) and, for a loss over k class
+  labels, ends at least 5 % below ln(k) (a model that learned only the labels'
+  mean falls steadily onto chance); not judged when two optimizers take turns on disjoint
   parameters (adversarial training), for a stage that began at the level where an
   earlier stage's loss had settled (it continues a trained model), or per forward where each loss
   sums a varying number of forwards (see ``objective_falls``);
@@ -41,6 +45,7 @@ TITLE = "training health"
 SYMPTOM_ID, SYMPTOM = "health", "training health"
 LOSS_BAND = (0.5, 2.0)
 FALL = 0.1
+STEADY_FALL, STEADY_LOSSES = 0.05, 5  # a fall below every one of the first fifth's (at least 5) losses needs less
 ABOVE_CHANCE = 0.25
 CANDIDATES = 16  # losses with gradients kept while none has been backpropagated yet
 INITIAL_SAMPLES, INITIAL_LOSSES = 32, 4  # the initial loss is the mean of the first losses over this many samples
@@ -245,8 +250,10 @@ def initial_loss(obs: Observation, facts: RunFacts) -> Finding:
                 f"first loss {initial:.3g} against ln({k}) = {expected:.3g}")
 
 
-def loss_falls(facts: RunFacts) -> Finding:
-    """Each updater's own losses (a teacher's, then a student's) must fall; the losses of stages are not mixed."""
+def loss_falls(facts: RunFacts, classes: int | None = None) -> Finding:
+    """Each updater's own losses (a teacher's, then a student's) must fall; the losses of stages are not mixed.
+    With ``classes`` (k, a loss over class labels), a slow steady fall must end below chance, ln(k)."""
+    chance = math.log(classes) / max(1, facts.accumulation) if classes and classes >= 2 else None
     if facts.adversarial:
         return _row("loss-falls", None, "", "", "not judged: two optimizers take turns on disjoint parameters "
                                                 "(adversarial training), where losses need not fall")
@@ -258,7 +265,7 @@ def loss_falls(facts: RunFacts) -> Finding:
         groups.pop(-1, None)  # losses after the last update
     results, reached = [], None  # reached: the level an earlier updater's stage had settled at
     for _, pairs in sorted(groups.items()):
-        result = objective_falls(pairs)
+        result = objective_falls(pairs, chance)
         if result[0] is False and reached is not None and result[1] is not None \
                 and result[1] <= reached + FALL * abs(reached):
             result = (None, None, None, f"this stage began where an earlier one had settled ({result[1]:.3g}, "
@@ -280,7 +287,8 @@ def loss_falls(facts: RunFacts) -> Finding:
     if left_out:
         measured += f" ({left_out} of {len(facts.losses)} not finite, left out)"
         message += f"; {left_out} of {len(facts.losses)} losses were NaN or infinite and are left out of the means"
-    return _row("loss-falls", ok, measured, f"≤ start - {FALL:.0%} of |start|", message + stage)
+    return _row("loss-falls", ok, measured, f"≤ start - {FALL:.0%} of |start| ({STEADY_FALL:.0%} if steady)",
+                message + stage)
 
 
 def settled(values: list[float]) -> float | None:
@@ -293,7 +301,8 @@ def settled(values: list[float]) -> float | None:
     return last if abs(last - before) <= 0.05 * abs(before) else None
 
 
-def objective_falls(pairs: list[tuple[float | None, int]]) -> tuple[bool | None, float | None, float | None, str]:
+def objective_falls(pairs: list[tuple[float | None, int]], chance: float | None = None
+                    ) -> tuple[bool | None, float | None, float | None, str]:
     """``fall`` for one updater's losses. Where each loss sums a varying number of forwards (the steps of an
     episode, a sequence decoded token by token), its size follows that number: the loss per forward is judged, and
     when that does not fall either, the objective is not one that falling shows learning for (a policy gradient's
@@ -303,8 +312,8 @@ def objective_falls(pairs: list[tuple[float | None, int]]) -> tuple[bool | None,
     varying = len(counts) >= 4 and min(counts) >= 1 and max(counts) >= 1.5 * min(counts) and \
         sum(counts) / len(counts) >= 2
     if not varying:
-        return fall([v for v, _ in pairs])
-    fell, start, end, message = fall([v / c for v, c in pairs])
+        return fall([v for v, _ in pairs], chance)
+    fell, start, end, message = fall([v / c for v, c in pairs], chance)
     if fell:
         return fell, start, end, message.replace("mean training loss", "mean training loss per forward")
     return None, None, None, (f"each loss sums a varying number of forwards ({min(counts)} to {max(counts)}: the steps "
@@ -313,23 +322,26 @@ def objective_falls(pairs: list[tuple[float | None, int]]) -> tuple[bool | None,
                               "learning (a policy gradient's grows with its returns)")
 
 
-def fall(values: list[float]) -> tuple[bool | None, float | None, float | None, str]:
-    """(fell, first fifth's mean, last fifth's mean, message) for one objective's losses."""
+def fall(values: list[float], chance: float | None = None) -> tuple[bool | None, float | None, float | None, str]:
+    """(fell, first fifth's mean, last fifth's mean, message) for one objective's losses; ``chance``: the loss of
+    predicting the classes' mean, which a steady fall must end below."""
     if len(values) < 2:
         return None, None, None, "too few finite training losses to see learning"
     if min(values) < 0 < max(values) and min(-min(values), max(values)) > FALL * (max(values) - min(values)):
         return None, None, None, "the loss takes both signs (a surrogate objective, as in policy gradients)"
     fifth = max(1, len(values) // 5)
     start, end = sum(values[:fifth]) / fifth, sum(values[-fifth:]) / fifth
-    return (end <= start - FALL * abs(start) and end != start, start, end,
-            f"mean training loss went from {start:.3g} to {end:.3g}")
+    steady = fifth >= STEADY_LOSSES and end < min(values[:fifth]) and \
+        (chance is None or end <= (1 - STEADY_FALL) * chance)
+    return (end <= start - (STEADY_FALL if steady else FALL) * abs(start) and end != start, start, end,
+            f"mean training loss went from {start:.3g} to {end:.3g}" + (", steadily" if steady else ""))
 
 
 def judge(obs: Observation, facts: RunFacts) -> Finding:
     updates = facts.updates
     parts = [_row("training-ran", updates > 0, f"{updates} updates", "≥ 1",
                   "updates were made" if updates else "no optimizer step or manual update was observed"),
-             initial_loss(obs, facts), loss_falls(facts)]
+             initial_loss(obs, facts), loss_falls(facts, obs.classes)]
 
     skipped, batches = facts.skipped_updates()
     if batches:

@@ -292,7 +292,7 @@ def plant_verified(bugs: list[Bug], start: Start, baseline, seed: int, at_random
             click.echo(f"Checking that the bug shows when {name} runs (site {i} of {len(sites)}) ...", err=True)
             mutation = inject(bug, start.ctx, seed, name, site.id)
             report = checked_text(mutation.source, name, device, limits, nproc)
-            if bug.status(report.statuses()) == "still present":
+            if shows(bug, report):
                 return bug, mutation
         if not at_random:
             plural = "s" if len(sites) > 1 else ""
@@ -318,6 +318,19 @@ def checked_text(text: str, name: str, device: str, limits, nproc: int = 1):
         copy = Path(scratch) / name
         copy.write_text(text)
         return checked(copy, device, limits, nproc)
+
+
+def shows(bug, report) -> bool:
+    """Whether the planted script's run shows the bug's symptom: one of its probes fails, or, for a bug whose
+    probes only ever advise (wasted padding, graphs nobody uses), advises. Advice from a probe that can fail says
+    the symptom did not show in this run (a clip after the step whose value is never reached)."""
+    from checker.findings import ADVICE
+    from checker.probes import PROBES
+
+    advisory = {probe.ID for probe in PROBES if getattr(probe, "ADVISES", False)}
+    statuses = report.statuses()
+    return any(statuses.get(p) in ("fail", "error") or (statuses.get(p) == ADVICE and p in advisory)
+               for p in bug.probes)
 
 
 def symptom(bug, report) -> str:
