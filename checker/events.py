@@ -111,7 +111,7 @@ class Forward:
     pass_index: int | None  # the DataLoader pass whose batch was current, if any
     batch: int | None = None  # the leading dimension of its first input tensor
     reached: bool = False  # a backward (or autograd.grad) reached its output
-    fed: list[int] = field(default_factory=list)  # earlier forwards whose outputs were its inputs
+    fed: list[int] = field(default_factory=list)  # later forwards that took its outputs as their inputs
     modes: set[str] = field(default_factory=set)  # "active" / "inactive" dropout or batch-norm computations
     ref: Any = None  # a weak reference to the module
 
