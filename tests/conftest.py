@@ -120,3 +120,36 @@ def checked():
         return [cache[p] for p in paths]
 
     return get
+
+
+# -- nothing a test runs may write into the repository ------------------------------------------------------------
+def untracked() -> set[str] | None:
+    """The paths git does not track in the checkout (a whole new folder as one entry), or None outside git."""
+    import subprocess
+
+    try:
+        listed = subprocess.run(["git", "ls-files", "--others", "--directory"], cwd=ROOT, capture_output=True,
+                                text=True, timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {line for line in listed.splitlines() if "__pycache__" not in line}
+
+
+def pytest_sessionstart(session):
+    if not hasattr(session.config, "workerinput"):  # the controller, or a run without xdist
+        session.config.stash[_UNTRACKED] = untracked()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    before = session.config.stash.get(_UNTRACKED, None)
+    if hasattr(session.config, "workerinput") or before is None:
+        return
+    written = sorted(set(untracked() or ()) - before)
+    if written:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"FAILED: the tests wrote into the repository: {', '.join(written)}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_UNTRACKED = pytest.StashKey[set]()
