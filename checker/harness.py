@@ -1,4 +1,5 @@
-"""The checked process: ``python -m checker.harness SCRIPT DEVICE CHANNEL_DIR`` (signing key on stdin).
+"""Observing one run in this process: the machinery :mod:`checker.checked` (the checked process), a rank
+(:mod:`checker.ranks`) and a process the script starts (:mod:`checker.spawned`) share.
 
 Installs the observers, runs the script as ``__main__`` (as ``python SCRIPT``
 would, with ``KATA_DEVICE`` set), then writes what it saw, signed, to
@@ -17,7 +18,7 @@ import time
 import traceback
 from typing import Callable
 
-from checker import ranks, record
+from checker import record
 
 HEARTBEAT = "heartbeat"
 _kept: list[dict] = []
@@ -126,18 +127,6 @@ def settle_heap() -> None:
     gc.freeze()
 
 
-def check(script: str, device: str, channel_dir: str, key: str) -> dict:
-    """Observe one run of ``script`` in this process and write the signed record to ``channel_dir``; returns how
-    the script ended."""
-    import torch
-
-    if device == "cuda" and not torch.cuda.is_available():
-        outcome = {"status": "no-cuda"}
-        record.write(channel_dir, {"schema": record.SCHEMA, "complete": True, "outcome": outcome}, key)
-        return outcome
-    return observe(lambda: run_script(script, device), device, channel_dir, key, spawns=not ranks.launched())
-
-
 _inherited: dict = {}  # this process's observed session, and the pid it belongs to (a forked child inherits both)
 
 
@@ -150,12 +139,14 @@ def leave_inherited() -> None:
         _inherited.clear()
 
 
-def observe(run: Callable[[], dict], device: str, channel_dir: str, key: str, spawns: bool = False) -> dict:
+def observe(run: Callable[[], dict], device: str, channel_dir: str, key: str,
+            spawns: Callable[[str, str, str, object], None] | None = None) -> dict:
     """Install the observers, ``run()`` (which returns the outcome), and write the signed record.
 
     A script that ends its process with ``os._exit`` writes the record on its way out, with what was seen until
     then: an ``os._exit`` in the middle of training is reported as such, never as a run without a record. With
-    ``spawns``, the processes the script starts are observed as ranks (:func:`checker.ranks.observe_spawned`)."""
+    ``spawns`` (:func:`checker.spawned.observe_spawned`), the processes the script starts are observed as ranks:
+    it is called with the device, the channel, the key and the session's patches once the observers are in."""
     from checker.instrument import Instrumentation
     from checker.probes import PROBES
     from checker.session import Session
@@ -169,8 +160,8 @@ def observe(run: Callable[[], dict], device: str, channel_dir: str, key: str, sp
             session.errors[probe.ID] = f"{type(exc).__name__}: {exc}"
     instrumentation = Instrumentation(session)
     instrumentation.install()
-    if spawns:  # the processes this one starts itself are observed too, each as a rank
-        ranks.observe_spawned(device, channel_dir, key, session.patches)
+    if spawns is not None:  # the processes this one starts itself are observed too, each as a rank
+        spawns(device, channel_dir, key, session.patches)
     _inherited.update(session=session, pid=os.getpid())
     concluded: list[dict] = []
 
@@ -258,15 +249,3 @@ def write_record(session, observers: dict, instrumentation, outcome: dict, devic
         "facts": session.summary(instrumentation.tampering()).to_json(),
         "observations": observations,
     }, key)
-
-
-def main() -> None:
-    script, device, channel_dir = sys.argv[1:4]
-    key = sys.stdin.readline().strip()  # read before the script can; stdin is then empty
-    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-    prepare()
-    check(script, device, channel_dir, key)
-
-
-if __name__ == "__main__":
-    main()

@@ -26,9 +26,9 @@ from torch.optim import optimizer as optimizer_hooks
 from torch.utils.data import DataLoader
 from torch.utils.data.dataloader import _DatasetKind
 
-from checker import ranks, workers
+from checker import workers
+from checker.distributed import COLLECTIVE, launched
 from checker.events import Event, LossCall, Order, Pass
-from checker.ranks import COLLECTIVE
 from checker.session import Session
 
 DROPOUT_FUNCTIONS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
@@ -81,7 +81,7 @@ class Instrumentation:
         self._wrap_checkpoints()
         self._wrap_print()
         self._observe_construction()
-        if ranks.launched():
+        if launched():
             self._track_generators()
 
     def tampering(self) -> list[str]:

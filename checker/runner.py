@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from checker import processes, record
+from checker.distributed import COLLECTIVE, FORKED, KEY, STOPPED, rank_dir
 from checker.harness import HEARTBEAT
 from checker.output import OutputReader
-from checker.ranks import COLLECTIVE, FORKED, KEY, STOPPED, rank_dir
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 POLL = 0.05
@@ -82,11 +82,11 @@ def child_env(token: str = "") -> dict[str, str]:
 
 
 class ColdChild:
-    """A fresh ``python -m checker.harness`` process; the signing key goes in through its stdin."""
+    """A fresh ``python -m checker.checked`` process; the signing key goes in through its stdin."""
 
     def __init__(self, script: str, device: str, channel: str, scratch: str, fifo: str, key: str, token: str):
         with open(fifo, "wb") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "checker.harness", script, device, channel],
+            self.proc = subprocess.Popen([sys.executable, "-m", "checker.checked", script, device, channel],
                                          cwd=scratch, env=child_env(token), stdin=subprocess.PIPE, stdout=out,
                                          stderr=subprocess.STDOUT, start_new_session=True)
         self.proc.stdin.write((key + "\n").encode())

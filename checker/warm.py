@@ -2,7 +2,7 @@
 
 The child becomes its own process group, moves to its scratch folder, sends its
 output to the run's log and observes the script exactly as a cold
-``python -m checker.harness`` would; the forked copy starts from a server that
+``python -m checker.checked`` would; the forked copy starts from a server that
 never ran anything, so no state passes from one check to the next. This saves
 importing torch on every check (the test suite, a watch loop).
 
@@ -26,7 +26,8 @@ import subprocess
 import sys
 import time
 
-from checker import harness, ranks
+from checker import checked, harness, ranks
+from checker.distributed import launcher_environment, rank_dir
 from checker.processes import children
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -97,7 +98,7 @@ def run_child(request: dict) -> int:
     """In the forked child: isolate, redirect, observe the script; returns the exit status."""
     try:
         isolate(request)
-        harness.check(request["script"], request["device"], request["channel"], request["key"])
+        checked.check(request["script"], request["device"], request["channel"], request["key"])
         return 0
     except BaseException:  # noqa: BLE001 - a failure of the checker itself: no record, reported as such
         import traceback
@@ -117,9 +118,9 @@ def run_ranks(request: dict) -> int:
         pid = os.fork()
         if pid == 0:
             try:
-                os.environ.update(ranks.launcher_environment(rank, world, port))
+                os.environ.update(launcher_environment(rank, world, port))
                 return ranks.observe_rank(request["script"], request["device"],
-                                          ranks.rank_dir(request["channel"], rank), key)
+                                          rank_dir(request["channel"], rank), key)
             except BaseException:  # noqa: BLE001 - a failure of the checker itself: no record, reported as such
                 import traceback
 

@@ -24,7 +24,7 @@ for step in range(20):
 
 CHILD = """\
 import sys
-from checker import harness
+from checker import checked, harness
 from checker.probes import BY_ID
 
 def broken(session):
@@ -33,7 +33,7 @@ def broken(session):
 script, channel, probe_id = sys.argv[1:4]
 BY_ID[probe_id].Observer = broken
 harness.prepare()
-harness.check(script, "cpu", channel, "key")
+checked.check(script, "cpu", channel, "key")
 """
 
 

@@ -17,8 +17,8 @@ from conftest import REFERENCES, ROOT, WORKERS, check, failed_probes
 
 from katas.bugs import BUGS
 from katas.cli import main
-from katas.commands.new import regenerate
 from katas.interview.names import DESCRIPTIONS
+from katas.making import regenerate
 from katas.workspace import metadata_path, read_metadata
 
 SHIPPED = ROOT / "broken"

@@ -44,10 +44,10 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 
+from checker.distributed import launched
 from checker.events import Event
 from checker.facts import RunFacts
 from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
-from checker.ranks import launched
 
 ID = "accum-mean"
 TITLE = "accumulated gradient is the micro-batch mean"

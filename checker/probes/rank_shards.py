@@ -31,9 +31,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from checker.distributed import launched
 from checker.facts import RunFacts
 from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
-from checker.ranks import launched
 
 ID = "rank-shards"
 TITLE = "disjoint shards, new every epoch"

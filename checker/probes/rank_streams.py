@@ -38,10 +38,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from checker.distributed import launched, sampled
 from checker.events import Event
 from checker.facts import RunFacts
 from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
-from checker.ranks import launched, sampled
 
 ID = "rank-streams"
 TITLE = "each rank its own random numbers"

@@ -24,10 +24,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from checker.distributed import launched
 from checker.events import Event
 from checker.facts import RunFacts
 from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
-from checker.ranks import launched
 
 ID = "rank-writes"
 TITLE = "each file saved by one rank"

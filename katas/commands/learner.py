@@ -226,7 +226,7 @@ def solution(kata: str, reveal: bool, yes: bool, folder: Path | None) -> None:
     """
     from rich.syntax import Syntax
 
-    from katas.commands.new import starting_text
+    from katas.making import starting_text
     from katas.render import make_console
 
     path, info = resolve(kata, folder)
@@ -251,8 +251,8 @@ def solution(kata: str, reveal: bool, yes: bool, folder: Path | None) -> None:
 @DIR_OPTION
 def reset(kata: str, yes: bool, folder: Path | None) -> None:
     """Restore a kata to how `kata new` wrote it; your version is kept as a backup."""
-    from katas.commands.new import regenerate
     from katas.engine.inject import ENGINE_VERSION, NoSite
+    from katas.making import regenerate
 
     path, info = resolve(kata, folder)
     stale = KataError(f"{path} was made by another version of torch-katas (engine {info.engine}; this one is "
