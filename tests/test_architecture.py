@@ -97,3 +97,56 @@ def test_the_import_graph_has_no_circle():
 def test_a_circle_is_found_when_there_is_one():
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert circles({"a": {"b"}, "b": set()}) == []
+
+
+PATCHED_MODULES = ("torch", "builtins", "os", "sys", "functools", "multiprocessing")
+# numeric precision switches a probe sets for its own float32 comparison on a copy, and restores: a setting, not a
+# replacement of anything the script calls
+PRECISION_SWITCHES = ("torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32")
+
+
+def patches_in(path: Path) -> list[str]:
+    """Where a module assigns to an attribute of torch, builtins or the process's modules, or calls setattr or a
+    patch registry: what only :mod:`checker.instrument` may do."""
+    tree = ast.parse(path.read_text())
+    bound = set()  # names the module binds to those modules (``import torch.nn as nn``, ``from torch import optim``)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names
+                         if alias.name.split(".")[0] in PATCHED_MODULES)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in PATCHED_MODULES:
+            bound.update(alias.asname or alias.name for alias in node.names)
+
+    def root(node: ast.AST) -> str | None:
+        while isinstance(node, ast.Attribute):
+            node = node.value
+        return node.id if isinstance(node, ast.Name) else None
+
+    found = []
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+            if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        for target in targets:
+            if isinstance(target, ast.Attribute) and root(target) in bound and \
+                    not ast.unparse(target).startswith(PRECISION_SWITCHES):
+                found.append(f"{path.name}:{node.lineno} assigns {ast.unparse(target)}")
+        if isinstance(node, ast.Call):
+            called = ast.unparse(node.func)
+            if called == "setattr" or called.endswith(("patches.patch", "._patch")):
+                found.append(f"{path.name}:{node.lineno} calls {called}")
+    return found
+
+
+def test_no_probe_patches_torch_or_builtins_itself():
+    """Every patch goes through the instrumentation's registry, which the tamper check covers."""
+    found = [place for path in sorted((ROOT / "checker" / "probes").glob("*.py")) for place in patches_in(path)]
+    assert not found, found
+
+
+def test_a_patch_in_a_probe_would_be_found(tmp_path):
+    probe = tmp_path / "sneaky.py"
+    probe.write_text("import builtins\nimport torch.nn as nn\nfrom torch import optim\n\n"
+                     "def install():\n    builtins.print = len\n    nn.Module.__call__ = None\n"
+                     "    setattr(optim, 'SGD', None)\n    local = object()\n    local.x = 1\n")
+    assert [p.split(" ", 1)[1] for p in patches_in(probe)] == [
+        "assigns builtins.print", "assigns nn.Module.__call__", "calls setattr"]
