@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-EXIT_USAGE, EXIT_SCRIPT_FAILED = 2, 3
+from checker.exits import EXIT_SCRIPT_FAILED, EXIT_USAGE
 
 
 class Unusable(Exception):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass, field
 
+from checker.exits import EXIT_INTERRUPTED, EXIT_PASS, EXIT_SCRIPT_FAILED, EXIT_SYMPTOM, EXIT_TIMEOUT, EXIT_USAGE
 from checker.facts import RunFacts
 from checker.findings import ADVICE, CANNOT_TELL, ERROR, FAIL, NOT_APPLICABLE, PASS, Finding
 from checker.probes import BY_ID, PROBES
@@ -17,8 +18,6 @@ from checker.runner import Limits, RankRun, Run
 
 SCHEMA = "torch-katas/check/4"
 DIAGNOSIS, SYMPTOMS = "diagnosis", "symptoms"
-EXIT_PASS, EXIT_SYMPTOM, EXIT_USAGE, EXIT_SCRIPT_FAILED, EXIT_TIMEOUT = 0, 1, 2, 3, 4
-EXIT_INTERRUPTED = 130
 
 
 @dataclass

@@ -111,7 +111,7 @@ def record_kata(path: Path, report, diagnose: bool = False) -> str | None:
     and no symptom beyond those, it passes, and the report says which symptoms were there before.
     With ``diagnose``, an unsolved kata is recorded as diagnosed (like a hint).
     """
-    from checker.verdict import EXIT_PASS, EXIT_SYMPTOM
+    from checker.exits import EXIT_PASS, EXIT_SYMPTOM
     from katas.bugs import BUGS
     from katas.engine.inject import ENGINE_VERSION
     from katas.state import Progress, record_check, updating

@@ -9,13 +9,15 @@ from pathlib import Path
 
 import click
 
+from checker.exits import EXIT_USAGE
+
 REFERENCE_DIR = Path(__file__).resolve().parent.parent / "references"  # package data; `reference/` in the repository
 DEFAULT_REFERENCE = "classifier"  # the canonical loop; every bug but log0 applies to it
 
 class KataError(click.ClickException):
     """A clear, one-line error for bad input; exit code 2, like click's own usage errors."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE
 
 EXIT_CODES = """\b
 Exit codes:

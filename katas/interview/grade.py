@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from checker.exits import EXIT_PASS, EXIT_SYMPTOM
 from katas.bugs import BUGS
 from katas.interview import marker
 from katas.interview.documents import KEY_SCHEMA, SCRIPT
@@ -33,7 +34,7 @@ class Grade:
         if self.report.verdict in ("script-failed", "timeout", "usage"):
             return self.report.exit_code
         clean = all(b["status"] == "fixed" for b in self.bugs) and not self.new_symptoms and self.health == "pass"
-        return 0 if clean else 1
+        return EXIT_PASS if clean else EXIT_SYMPTOM
 
     def to_json(self) -> dict:
         return {
