@@ -240,14 +240,10 @@ def symptom(bug, report) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the catalogue as JSON.")
 def bugs(as_json: bool) -> None:
     """List the bugs you can practise on, and the reference scripts each applies to."""
-    from katas.bugs import BUGS
     from katas.catalogue import DIFFICULTIES
-    from katas.engine.context import Context
-    from katas.engine.inject import sites
+    from katas.docs import bug_rows
 
-    contexts = {name: Context.of(path.read_text()) for name, path in references().items()}
-    rows = [{"id": b.id, "title": b.title, "difficulty": b.difficulty, "probes": list(b.probes),
-             "references": [name for name, ctx in contexts.items() if sites(b, ctx)]} for b in BUGS.values()]
+    rows = bug_rows()
     if as_json:
         click.echo(json.dumps({"schema": "torch-katas/bugs/1", "bugs": rows, "difficulties": DIFFICULTIES}, indent=2))
         return

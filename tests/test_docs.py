@@ -1,0 +1,32 @@
+"""The generated reference pages match the registry they are generated from, and the README points to them."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from conftest import ROOT
+
+from katas import docs
+from katas.cli import main
+
+
+@pytest.mark.parametrize("name", sorted(docs.PAGES))
+def test_a_generated_page_matches_the_registry(name):
+    written = (ROOT / "docs" / name).read_text()
+    assert written == docs.PAGES[name](), f"docs/{name} drifted from the catalogue: run `python -m katas.docs`"
+
+
+def test_the_bug_page_says_what_kata_bugs_says():
+    listed = json.loads(CliRunner().invoke(main, ["bugs", "--json"]).output)["bugs"]
+    page = (ROOT / "docs" / "bugs.md").read_text()
+    for bug in listed:
+        row = next(line for line in page.splitlines() if line.startswith(f"| `{bug['id']}` |"))
+        assert row.endswith(f"| {', '.join(bug['references'])} |"), row
+        assert all(f"`{probe}`" in row for probe in bug["probes"]), row
+
+
+def test_the_readme_links_the_pages_and_holds_no_copy_of_their_tables():
+    readme = (ROOT / "README.md").read_text()
+    assert "docs/bugs.md" in readme and "docs/probes.md" in readme
+    assert "| `zero-grad` |" not in readme and "| `grads-accumulate` |" not in readme
