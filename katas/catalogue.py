@@ -41,15 +41,9 @@ class Bug:
     probes: tuple[str, ...]  # the `kata check` probes this bug must trip
     follow_up: tuple[str, ...]  # what an interviewer asks next
     operator: Operator
-    # The health gate fails too, by design: everywhere (True) or on the named references only.
-    breaks_training: bool | tuple[str, ...] = False
     # References on which the planted script raises instead of running on: the error is what the learner observes,
     # and the check reports the crash (a fix that only silences the error is checked by the probes).
     raises: tuple[str, ...] = ()
-
-    def breaks(self, reference: str) -> bool:
-        """Whether the bug stops the named reference from learning (so its health gate fails too)."""
-        return reference in self.breaks_training if isinstance(self.breaks_training, tuple) else self.breaks_training
 
     def status(self, probe_statuses: dict[str, str]) -> str:
         """From a check's probe statuses: "fixed", "still present" or "cannot tell"."""

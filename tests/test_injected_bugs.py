@@ -42,6 +42,24 @@ def test_bugs_apply_to_scripts_written_differently():
             ("general__trainer_class", "train-mode"), ("general__plain_loop", "zero-grad")} <= applied
 
 
+# The bugs whose planted reference fails the health gate too, as measured: everywhere, or on the named references.
+BREAKS_TRAINING: dict[str, bool | tuple[str, ...]] = {
+    "label-shift": True,
+    "log0": True,
+    "accum-sched": True,
+    "untied": True,  # the copy is taken before the embedding's own initialisation, which it then misses
+    "zero-grad": ("ddp",),  # SGD with momentum on the summed gradients diverges there
+    "no-step": True,
+    "shape-broadcast": True,
+    "softmax-ce": ("lm",),
+}
+
+
+def breaks_training(bug: str, reference: str) -> bool:
+    breaks = BREAKS_TRAINING.get(bug, False)
+    return reference in breaks if isinstance(breaks, tuple) else breaks
+
+
 @pytest.mark.parametrize(("script", "bug", "seed"), OTHER_CASES, ids=lambda v: getattr(v, "id", getattr(v, "stem", v)))
 def test_planted_bug_in_a_differently_written_script_trips_its_probes(script, bug, seed, reports):
     report = reports[script, bug.id, seed]
@@ -59,5 +77,5 @@ def test_planted_bug_runs_and_trips_exactly_its_probes(ref, bug, seed, reports):
     assert report.verdict == verdict_for(report) and failed, f"{report.problem}\n{report.detail}"
     details = "\n".join(f"{f.probe}: {f.status} {f.message}" for f in report.findings)
     assert set(bug.probes) <= failed, details
-    assert ("health" in failed) == bug.breaks(ref.stem), details
+    assert ("health" in failed) == breaks_training(bug.id, ref.stem), details
     assert failed <= {*bug.probes, "health"}, details

@@ -204,5 +204,4 @@ BUG = Bug(
         "If only the validation set's labels were shifted, what would the training and validation curves show?",
     ),
     operator=ShiftLabelIndex(),
-    breaks_training=True,
 )

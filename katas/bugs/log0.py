@@ -116,5 +116,4 @@ BUG = Bug(
         "Why can bf16 autocast make this worse, and where would you upcast?",
     ),
     operator=RemoveEpsilon(),
-    breaks_training=True,
 )

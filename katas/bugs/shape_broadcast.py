@@ -225,5 +225,4 @@ BUG = Bug(
         "How would you write the loss so that a shape mismatch raises instead of broadcasting?",
     ),
     operator=KeepColumn(),
-    breaks_training=True,
 )

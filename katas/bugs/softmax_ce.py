@@ -337,7 +337,6 @@ BUG = Bug(
          "`BCEWithLogitsLoss`). Apply `softmax` (or `sigmoid`) only where probabilities are needed, outside the loss, "
          "e.g. for reporting; or use `log_softmax` with `nll_loss`."),
     probes=("logit-input",),
-    breaks_training=("lm",),
     follow_up=(
         "Why do PyTorch's classification losses take logits rather than probabilities? What does fusing "
         "log and softmax buy numerically?",

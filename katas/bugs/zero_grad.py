@@ -73,7 +73,6 @@ BUG = Bug(
     fix=("Call `optimizer.zero_grad(set_to_none=True)` once per step, before `backward()` or right after "
          "`optimizer.step()`. With deliberate gradient accumulation, reset after every k-th step instead."),
     probes=("grads-accumulate",),
-    breaks_training=("ddp",),  # SGD with momentum on the summed gradients diverges there
     follow_up=(
         "Why does PyTorch accumulate gradients instead of overwriting them?",
         "How would you accumulate gradients over 4 micro-batches on purpose, and what must you divide by?",
