@@ -19,7 +19,6 @@ class PassFacts:
 @dataclass
 class RunFacts:
     passes: list[PassFacts] = field(default_factory=list)
-    dataloaders: int = 0
     updates: int = 0  # optimizer steps and manual updates
     manual_updates: int = 0
     scaler_skips: int = 0  # GradScaler steps skipped for non-finite gradients (they count as updates due)
@@ -33,7 +32,6 @@ class RunFacts:
     adversarial: bool = False  # optimizers take turns on disjoint parameters that one backward pass couples
     trained_params: int = 0
     params_finite: bool = True
-    train_forwards: int = 0
     eval_forwards: int = 0
     observer_errors: dict[str, str] = field(default_factory=dict)
     tampered: list[str] = field(default_factory=list)

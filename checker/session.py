@@ -431,7 +431,6 @@ class Session:
         phases = [self.phase(f) for f in self.forwards]
         return RunFacts(
             passes=[PassFacts(p.loader, TRAIN if p.loader in train else EVAL, p.batches, p.updates) for p in self.passes],
-            dataloaders=len({p.loader for p in self.passes}),
             updates=self.updates,
             manual_updates=self.manual_updates,
             scaler_skips=self.scaler_skips,
@@ -444,7 +443,6 @@ class Session:
             adversarial=self._alternations >= 2 and self._coupled and self._disjoint_optimizers(),
             trained_params=len(params),
             params_finite=all(math.isfinite(total_norm([p])) for p in params),
-            train_forwards=phases.count(TRAIN),
             eval_forwards=phases.count(EVAL),
             observer_errors=self.errors,
             tampered=tampered,

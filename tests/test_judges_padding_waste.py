@@ -26,9 +26,9 @@ def batches(lengths, size, width=None, grouped=False, multiple=1):
     return out
 
 
-def judge(*passes, pad=0, source="padding_idx", unresolved=0, token_batches=True, loaders=True):
+def judge(*passes, pad=0, source="padding_idx", token_batches=True, loaders=True):
     loader = {"pad": pad, "source": source, "passes": list(passes)}
-    obs = pw.Observation([loader] if passes else [], unresolved, token_batches, loaders)
+    obs = pw.Observation([loader] if passes else [], token_batches, loaders)
     return pw.judge(obs, RunFacts())
 
 
@@ -78,7 +78,7 @@ def test_every_sequence_the_same_length_is_not_applicable():
 def test_premises_no_tokens_no_loader_no_padding_id():
     assert judge(token_batches=False).status == NOT_APPLICABLE
     assert judge(token_batches=False, loaders=False).status == NOT_APPLICABLE
-    assert judge(unresolved=1).status == NOT_APPLICABLE  # no padding found: fixed-length sequences
+    assert judge().status == NOT_APPLICABLE  # no padding found: fixed-length sequences
 
 
 def test_the_grouped_figure_is_deterministic():

@@ -115,7 +115,6 @@ class Observation:
     # per training DataLoader with token batches: {"pad": the padding id, "source": "mask" | "padding_idx" |
     # "trailing", "passes": [[[width, [lengths]], ...] per pass]}
     loaders: list[dict] = field(default_factory=list)
-    unresolved: int = 0  # training loaders with token batches but no padding id found
     token_batches: bool = False  # some training batch held a 2-D integer tensor
     trained_from_loaders: bool = False
 
@@ -174,8 +173,7 @@ class Observer:
                 continue
             obs.token_batches = True
             found = padding_id(kept, pads)
-            if found is None:
-                obs.unresolved += 1
+            if found is None:  # no padding id: fixed-length sequences, nothing to judge
                 continue
             pad, source = found
             passes: dict[int, list] = {}

@@ -51,8 +51,6 @@ class Observation:
     lr_off: int = 0  # resumes whose learning rates were not the saved schedule's
     saved_lrs: list[float] = field(default_factory=list)  # of the first resume judged
     resumed_lrs: list[float] = field(default_factory=list)
-    saved_state: bool = False
-    resumed_state: bool = False
     saved_step: int | None = None  # the step count of the saved scheduler, of the resumed one
     resumed_step: int | None = None
 
@@ -161,7 +159,6 @@ class Observer:
             obs.lr_off += not (same(lrs, next_lrs) or same(lrs, last_lrs))
         if obs.resumes == 1:
             obs.saved_lrs, obs.resumed_lrs = next_lrs, lrs
-            obs.saved_state, obs.resumed_state = had_state, has_state
             obs.saved_step, obs.resumed_step = saved_steps, steps
 
     def step_count(self, opt) -> int | None:
