@@ -30,3 +30,13 @@ def test_the_readme_links_the_pages_and_holds_no_copy_of_their_tables():
     readme = (ROOT / "README.md").read_text()
     assert "docs/bugs.md" in readme and "docs/probes.md" in readme
     assert "| `zero-grad` |" not in readme and "| `grads-accumulate` |" not in readme
+
+
+def test_the_readme_stays_an_introduction():
+    """What it is, the two set-up commands first, the commands, links: the details live in docs/."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.encode()) <= 10_500
+    blocks = readme.split("```")[1::2]
+    assert "kata check reference/classifier.py" in blocks[0] and "python -m pytest" in blocks[1]
+    for page in ("check.md", "new.md", "interview.md", "bugs.md", "probes.md"):
+        assert f"docs/{page}" in readme and (ROOT / "docs" / page).exists()
