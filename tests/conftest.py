@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from checker.probes import PROBES
+from checker.probes import ADVISORY  # noqa: F401 - the probes that advise, never fail
 from checker.runner import Limits, child_env, run
 from checker.verdict import Report, judge
 from checker.warm import WarmServer
@@ -25,7 +25,6 @@ REFERENCES = ROOT / "reference"
 
 # Checks side by side: the cores, shared among pytest-xdist's workers when it runs the modules in parallel.
 WORKERS = max(1, (os.cpu_count() or 2) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
-ADVISORY = {probe.ID for probe in PROBES if getattr(probe, "ADVISES", False)}  # probes that advise, never fail
 _servers: queue.Queue = queue.Queue()
 
 

@@ -204,7 +204,7 @@ def test_rank_writes_fails_when_two_ranks_write_one_file():
 
 
 def streams(*states: dict, orders=(1, 2)) -> rank_streams.Observation:
-    return rank_streams.Observation([[i + 1, s] for i, s in enumerate(states)], list(orders))
+    return rank_streams.Observation([[i + 1, s, 0] for i, s in enumerate(states)], list(orders))
 
 
 def test_rank_streams_fails_on_one_stream_shared_by_ranks_whose_data_differ():

@@ -96,3 +96,4 @@ PROBES = (
     health,
 )
 BY_ID = {probe.ID: probe for probe in PROBES}
+ADVISORY = frozenset(probe.ID for probe in PROBES if getattr(probe, "ADVISES", False))  # advise, never fail

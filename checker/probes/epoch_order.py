@@ -332,7 +332,7 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
 def fixed_order(d: dict) -> Finding:
     seen = (f"the training batches of {d['dataset']} came in the same order in all {d['passes']} passes over its "
             f"{d['items']} items")
-    if d.get("varied") and d["varied"] == d["repeated"]:
+    if d["varied"] and d["varied"] == d["repeated"]:
         seen = (f"the training batches of {d['dataset']} served their labels in the same order in all {d['passes']} "
                 f"passes over its {d['items']} items (their inputs differed each pass: augmented, or drawn anew on "
                 "each access)")

@@ -39,8 +39,7 @@ class Observation:
     forwards: int = 0  # evaluation forwards that ran dropout or batch-norm
     active: int = 0  # ... with either in training behaviour, in scored runs (a loss or labels judged their outputs)
     active_per_pass: list[int] = field(default_factory=list)
-    unscored: int = 0  # ... with either in training behaviour, in generation: runs of forwards fed by earlier
-    # ones, whose outputs no loss or label scored
+    unscored: int = 0  # ... with either in training behaviour, in generation (see ``generation``), nothing scored
 
 
 class Observer:

@@ -100,7 +100,7 @@ def digest(state) -> str:
 
 def drawn(obs: Observation, stream: str) -> bool:
     """Whether the stream's state changed between two recorded updates of one DataLoader pass (or of no pass)."""
-    rows = [(row[1][stream], row[2] if len(row) > 2 else 0) for row in obs.states if stream in row[1]]
+    rows = [(states[stream], passes) for _, states, passes in obs.states if stream in states]
     return any(passes == later_passes and state != later
                for (state, passes), (later, later_passes) in zip(rows, rows[1:]))
 

@@ -220,12 +220,11 @@ def shows(bug, report) -> bool:
     """Whether the planted script's run shows the bug's symptom: one of its probes fails, or, for a bug whose
     probes only ever advise (wasted padding, graphs nobody uses), advises. Advice from a probe that can fail says
     the symptom did not show in this run (a clip after the step whose value is never reached)."""
-    from checker.findings import ADVICE
-    from checker.probes import PROBES
+    from checker.findings import ADVICE, ERROR, FAIL
+    from checker.probes import ADVISORY
 
-    advisory = {probe.ID for probe in PROBES if getattr(probe, "ADVISES", False)}
     statuses = report.statuses()
-    return any(statuses.get(p) in ("fail", "error") or (statuses.get(p) == ADVICE and p in advisory)
+    return any(statuses.get(p) in (FAIL, ERROR) or (statuses.get(p) == ADVICE and p in ADVISORY)
                for p in bug.probes)
 
 
