@@ -122,6 +122,10 @@ def checked():
 
 
 # -- nothing a test runs may write into the repository ------------------------------------------------------------
+# What the tools themselves leave (pytest's own cache is written when the session ends, after the first listing).
+TOOL_CACHES = ("__pycache__", ".pytest_cache", ".ruff_cache")
+
+
 def untracked() -> set[str] | None:
     """The paths git does not track in the checkout (a whole new folder as one entry), or None outside git."""
     import subprocess
@@ -131,7 +135,7 @@ def untracked() -> set[str] | None:
                                 text=True, timeout=60, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    return {line for line in listed.splitlines() if "__pycache__" not in line}
+    return {line for line in listed.splitlines() if not any(cache in line for cache in TOOL_CACHES)}
 
 
 def pytest_sessionstart(session):
