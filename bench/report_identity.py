@@ -42,7 +42,8 @@ def snapshot(folder: Path) -> None:
     def one(path: Path) -> None:
         report = check(path).to_json()
         name = str(path.relative_to(ROOT)).replace("/", "__") + ".json"
-        (folder / name).write_text(json.dumps(normalised(report), indent=1, sort_keys=True) + "\n")
+        text = json.dumps(normalised(report), indent=1, sort_keys=True).replace(str(ROOT), "<checkout>")
+        (folder / name).write_text(text + "\n")
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         list(pool.map(one, paths))

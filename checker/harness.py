@@ -155,9 +155,9 @@ def observe(run: Callable[[], dict], device: str, channel_dir: str, key: str,
     observers = {}
     for probe in PROBES:
         try:
-            observers[probe.ID] = probe.Observer(session)
+            observers[probe.id] = probe.observer(session)
         except Exception as exc:  # that probe's error in the report; the script and the other probes still run
-            session.errors[probe.ID] = f"{type(exc).__name__}: {exc}"
+            session.errors[probe.id] = f"{type(exc).__name__}: {exc}"
     instrumentation = Instrumentation(session)
     instrumentation.install()
     if spawns is not None:  # the processes this one starts itself are observed too, each as a rank

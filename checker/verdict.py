@@ -10,7 +10,8 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass, field
 
-from checker.exits import EXIT_INTERRUPTED, EXIT_PASS, EXIT_SCRIPT_FAILED, EXIT_SYMPTOM, EXIT_TIMEOUT, EXIT_USAGE
+from checker.exits import EXIT_USAGE, Exit, Verdict
+from checker.expectation import BugStatus, Expectation
 from checker.facts import RunFacts
 from checker.findings import ADVICE, CANNOT_TELL, ERROR, FAIL, NOT_APPLICABLE, PASS, Finding
 from checker.probes import BY_ID, PROBES
@@ -24,8 +25,7 @@ DIAGNOSIS, SYMPTOMS = "diagnosis", "symptoms"
 class Report:
     script: str
     device: str
-    verdict: str  # pass | fail | script-failed | timeout | usage | interrupted
-    exit_code: int
+    verdict: Verdict
     problem: str = ""
     detail: str = ""
     findings: list[Finding] = field(default_factory=list)
@@ -38,6 +38,14 @@ class Report:
     nproc: int = 1  # ranks launched (1: a single process)
     notes: list[str] = field(default_factory=list)  # what happened beside the verdict (processes left running)
     stopped: dict | None = None  # where a break left training in the middle of a pass (see RunFacts.stopped)
+    kata: BugStatus | None = None  # judged against an Expectation (a kata's bug, a task's bugs): their status
+
+    def __post_init__(self) -> None:
+        self.verdict = Verdict(self.verdict)
+
+    @property
+    def exit_code(self) -> Exit:
+        return self.verdict.exit_code
 
     def statuses(self) -> dict[str, str]:
         """Each probe's status, by probe id."""
@@ -49,7 +57,7 @@ class Report:
             "script": self.script,
             "device": self.device,
             "verdict": self.verdict,
-            "exit_code": self.exit_code,
+            "exit_code": int(self.exit_code),
             "problem": self.problem,
             "detail": self.detail,
             "seconds": round(self.seconds, 3),
@@ -66,14 +74,14 @@ class Report:
 
 
 def symptom_title(probe: str) -> str:
-    module = BY_ID.get(probe)
-    return module.SYMPTOM if module else probe
+    known = BY_ID.get(probe)
+    return known.symptom if known else probe
 
 
 def symptom_json(f: Finding) -> dict:
     """A finding as its symptom: named by what was seen, without the probe's id or its diagnosis."""
-    module = BY_ID.get(f.probe)
-    doc = {"symptom": module.SYMPTOM_ID if module else f.probe, "title": symptom_title(f.probe), "status": f.status,
+    known = BY_ID.get(f.probe)
+    doc = {"symptom": known.symptom_id if known else f.probe, "title": symptom_title(f.probe), "status": f.status,
            "measured": f.measured, "threshold": f.threshold, "observed": f.symptom, "series": f.series}
     if f.parts:
         doc["parts"] = [symptom_json(part) for part in f.parts]
@@ -82,12 +90,21 @@ def symptom_json(f: Finding) -> dict:
 
 def unusable(script: str, device: str, problem: str, detail: str, exit_code: int) -> Report:
     """The report on a file that could not be run at all (not found, not Python, empty ...)."""
-    verdict = "usage" if exit_code == EXIT_USAGE else "script-failed"
-    return Report(script, device, verdict, exit_code, problem, detail, ran=False)
+    verdict = Verdict.USAGE if exit_code == EXIT_USAGE else Verdict.SCRIPT_FAILED
+    return Report(script, device, verdict, problem, detail, ran=False)
 
 
-def judge(run: Run, script: str, device: str, limits: Limits) -> Report:
-    report = Report(script, device, "", 0, output=run.output, seconds=run.seconds, log_path=run.log_path,
+def judge(run: Run, script: str, device: str, limits: Limits, expect: Expectation | None = None) -> Report:
+    """The report on ``run``, its verdict decided here once. With ``expect`` (a kata's or a task's planted bugs),
+    a clean check passes only when those bugs are gone (see :mod:`checker.expectation`)."""
+    report = _judge(run, script, device, limits, expect)
+    if expect is not None and report.kata is None:  # the run went wrong: what the bugs' probes say is not known
+        report.kata = expect.status(report.statuses())
+    return report
+
+
+def _judge(run: Run, script: str, device: str, limits: Limits, expect: Expectation | None) -> Report:
+    report = Report(script, device, Verdict.PASS, output=run.output, seconds=run.seconds, log_path=run.log_path,
                     output_truncated=run.output_truncated, nproc=max(1, len(run.ranks)))
     report.notes = [f"{'rank ' + str(rank) if rank is not None else 'the script'} left a process running "
                     f"({command[:80]}); the checker ended it" for rank, command in run.left_running]
@@ -96,7 +113,7 @@ def judge(run: Run, script: str, device: str, limits: Limits) -> Report:
         return _set(report, *problem)
     ranks = [r for r in run.ranks if run.launched or not untrained_child(r)]
     if ranks:
-        return _judge_ranks(report, ranks, run.record)
+        return _judge_ranks(report, ranks, run.record, expect)
     outcome = run.record["outcome"]
     failure = _failure(outcome, "the script")
     if failure:
@@ -104,7 +121,7 @@ def judge(run: Run, script: str, device: str, limits: Limits) -> Report:
         return _set(report, *failure)
     facts = RunFacts.from_json(run.record["facts"])
     if not facts.backwards and not facts.updates and run.forked:
-        return _set(report, "script-failed", EXIT_SCRIPT_FAILED, "no training was observed in the script's own "
+        return _set(report, Verdict.SCRIPT_FAILED, "no training was observed in the script's own "
                     "process, and the processes it started from a Process subclass with a run() of its own, in a "
                     "fresh interpreter (the spawn or forkserver method), cannot be observed: give the Process a "
                     "target function instead, or run one process per rank under a launcher (--nproc N)")
@@ -112,16 +129,16 @@ def judge(run: Run, script: str, device: str, limits: Limits) -> Report:
         why = (f"the script exited ({exit_name(outcome)}) before any training was observed"
                if outcome.get("exit_called") else
                "no training was observed: the script never called backward() or updated a parameter")
-        return _set(report, "script-failed", EXIT_SCRIPT_FAILED, why)
+        return _set(report, Verdict.SCRIPT_FAILED, why)
     early = early_end(outcome, facts, run.record)
     if early:
-        return _set(report, "script-failed", EXIT_SCRIPT_FAILED, early)
+        return _set(report, Verdict.SCRIPT_FAILED, early)
     if facts.stopped:
         report.stopped = facts.stopped
         report.notes.append(f"training stopped in the middle of a pass ({stopped_where(facts.stopped)}): a break out "
                             "of the training loop; what ran is what was judged")
     report.findings = [_judged(probe, run.record, facts) for probe in PROBES]
-    return _conclude(report)
+    return _conclude(report, expect)
 
 
 def exit_name(outcome: dict) -> str:
@@ -165,10 +182,10 @@ def early_end(outcome: dict, facts: RunFacts, found: dict) -> str:
     return ""
 
 
-def _failure(outcome: dict, who: str) -> tuple[str, int, str] | None:
-    """(verdict, exit code, problem) when the script did not run to its end; None when it did."""
+def _failure(outcome: dict, who: str) -> tuple[Verdict, str] | None:
+    """(verdict, problem) when the script did not run to its end; None when it did."""
     if outcome["status"] == "no-cuda":
-        return "usage", EXIT_USAGE, "--device cuda was asked for, but CUDA is not available here"
+        return Verdict.USAGE, "--device cuda was asked for, but CUDA is not available here"
     if outcome["status"] == "exception":
         error = outcome["error"]
         hint = ""
@@ -176,24 +193,23 @@ def _failure(outcome: dict, who: str) -> tuple[str, int, str] | None:
             hint = "; is it installed in this environment?"
         elif "env://" in error or "environment variable RANK" in error:
             hint = "; it expects a distributed launcher: check it with --nproc N"
-        return "script-failed", EXIT_SCRIPT_FAILED, f"{who} raised {error}{hint}"
+        return Verdict.SCRIPT_FAILED, f"{who} raised {error}{hint}"
     if outcome["status"] == "exit":
         how = f"called os._exit({outcome['code']})" if outcome.get("os_exit") else f"exited with status {outcome['code']}"
-        return "script-failed", EXIT_SCRIPT_FAILED, f"{who} {how}"
+        return Verdict.SCRIPT_FAILED, f"{who} {how}"
     return None
 
 
 def _judged(probe, record: dict, facts: RunFacts) -> Finding:
-    return _unobserved(probe, record, facts) or probe.judge(probe.Observation(**record["observations"][probe.ID]),
-                                                            facts)
+    return _unobserved(probe, record, facts) or probe.judge(probe.observation(record["observations"][probe.id]), facts)
 
 
 def _unobserved(probe, record: dict, facts: RunFacts) -> Finding | None:
     """The probe's error when the checker could not observe it in this process; None when it could."""
     errors = facts.observer_errors
-    trouble = next(filter(None, (errors.get(who) for who in (probe.ID, "session", *getattr(probe, "USES", ())))), None)
-    if trouble or probe.ID not in record["observations"]:
-        return Finding(probe.ID, probe.TITLE, ERROR, message=f"the checker could not observe this: {trouble}")
+    trouble = next(filter(None, (errors.get(who) for who in (probe.id, "session", *probe.uses))), None)
+    if trouble or probe.id not in record["observations"]:
+        return Finding(probe.id, probe.title, ERROR, message=f"the checker could not observe this: {trouble}")
     return None
 
 
@@ -209,39 +225,40 @@ def untrained_child(r: RankRun) -> bool:
     return not facts.backwards and not facts.updates
 
 
-def _judge_ranks(report: Report, ranks: list[RankRun], parent: dict | None = None) -> Report:
+def _judge_ranks(report: Report, ranks: list[RankRun], parent: dict | None = None,
+                 expect: Expectation | None = None) -> Report:
     """Every rank judged on its own (a finding names the ranks it comes from) and the ranks compared.
 
     ``parent``: the record of the process that started the ranks itself (``torch.multiprocessing.spawn``)."""
     failure = _rank_failure(ranks)
     if failure:
-        report.detail = failure[3]
-        return _set(report, *failure[:3])
+        report.detail = failure[2]
+        return _set(report, *failure[:2])
     if parent is not None and _failure(parent["outcome"], "the script"):
         report.detail = parent["outcome"].get("traceback", "")
         return _set(report, *_failure(parent["outcome"], "the script"))
     facts = [RunFacts.from_json(r.record["facts"]) for r in ranks]
     idle = [r.rank for r, f in zip(ranks, facts) if not f.backwards and not f.updates]
     if idle:
-        return _set(report, "script-failed", EXIT_SCRIPT_FAILED, f"no training was observed on rank {idle[0]}: it never "
+        return _set(report, Verdict.SCRIPT_FAILED, f"no training was observed on rank {idle[0]}: it never "
                     "called backward() or updated a parameter")
     grouped = any(f.rank is not None for f in facts)  # ranks of a process group, not independent workers
     for probe in PROBES:
-        if hasattr(probe, "judge_ranks"):
+        if probe.judge_ranks is not None:
             broken = next(filter(None, (_unobserved(probe, r.record, f) for r, f in zip(ranks, facts))), None)
             if not grouped:
-                report.findings.append(Finding(probe.ID, probe.TITLE, NOT_APPLICABLE, message=(
+                report.findings.append(Finding(probe.id, probe.title, NOT_APPLICABLE, message=(
                     f"{len(ranks)} processes trained, but none joined a process group: they are not data-parallel "
                     "replicas to compare (Hogwild-style workers sharing one model)")))
                 continue
             report.findings.append(broken or probe.judge_ranks(
-                [probe.Observation(**r.record["observations"][probe.ID]) for r in ranks], facts))
+                [probe.observation(r.record["observations"][probe.id]) for r in ranks], facts))
         else:
             findings = [_judged(probe, r.record, f) for r, f in zip(ranks, facts)]
-            if probe.ID == "health" and not grouped:
+            if probe.id == "health" and not grouped:
                 findings = [shared_start(f, findings) for f in findings]
             report.findings.append(merged(findings, "rank" if grouped else "process"))
-    return _conclude(report)
+    return _conclude(report, expect)
 
 
 def shared_start(finding: Finding, every: list[Finding]) -> Finding:
@@ -277,8 +294,8 @@ def merged(findings: list[Finding], unit: str = "rank") -> Finding:
                    f"{label}: {worst.symptom}" if worst.symptom else "")
 
 
-def _rank_failure(ranks: list[RankRun]) -> tuple[str, int, str, str] | None:
-    """How the ranks failed, first cause first: (verdict, exit code, problem, detail); None when all finished.
+def _rank_failure(ranks: list[RankRun]) -> tuple[Verdict, str, str] | None:
+    """How the ranks failed, first cause first: (verdict, problem, detail); None when all finished.
 
     The first cause is a rank that ended without a record (killed, os._exit), else the first to end: a rank
     that raised, exited with an error, or left early while the others went on (the others then fail in
@@ -307,56 +324,89 @@ def _rank_failure(ranks: list[RankRun]) -> tuple[str, int, str, str] | None:
             lines.append(f"rank {r.rank} was stopped by the launcher ({r.stopped})" if r.stopped else
                          f"rank {r.rank} ended without the checker's record (os._exit, a signal or a crash?)")
         elif r is first:
-            lines.append(failed[r.rank][2])
+            lines.append(failed[r.rank][1])
         else:  # what followed the first failure: its name, not its whole message
             error = r.record["outcome"].get("error", "")
-            lines.append(f"rank {r.rank} raised {error.split(':')[0]}" if error else failed[r.rank][2])
+            lines.append(f"rank {r.rank} raised {error.split(':')[0]}" if error else failed[r.rank][1])
     detail = next((r.record["outcome"].get("traceback", "") for r in [first, *broken] if r.record
                    and r.record["outcome"]["status"] == "exception"), "")
     problem = lines[0] + ("; then " + ", ".join(lines[1:]) if lines[1:] else "")
-    return "script-failed", EXIT_SCRIPT_FAILED, problem, detail
+    return Verdict.SCRIPT_FAILED, problem, detail
 
 
-def _conclude(report: Report) -> Report:
+def _conclude(report: Report, expect: Expectation | None = None) -> Report:
     failed = [f for f in report.findings if f.failed]
+    if expect is not None:
+        return _against(report, expect, failed)
     if failed:
-        return _set(report, "fail", EXIT_SYMPTOM, f"{len(failed)} of {len(report.findings)} checks found a symptom")
+        return _set(report, Verdict.FAIL, f"{len(failed)} of {len(report.findings)} checks found a symptom")
     advice = [f for f in report.findings if f.status == ADVICE]
     if advice:
-        return _set(report, "pass", EXIT_PASS, f"no symptom found and the script still trains; {len(advice)} "
+        return _set(report, Verdict.PASS, f"no symptom found and the script still trains; {len(advice)} "
                     f"check{'s' if len(advice) > 1 else ''} gave advice")
-    return _set(report, "pass", EXIT_PASS, "no symptom found and the script still trains")
+    return _set(report, Verdict.PASS, "no symptom found and the script still trains")
 
 
-def _run_problem(run: Run, limits: Limits) -> tuple[str, int, str] | None:
-    """How the run itself went wrong, if it did: (verdict, exit code, one line)."""
+def _against(report: Report, expect: Expectation, failed: list[Finding]) -> Report:
+    """The verdict of a kata or a task's script (see :mod:`checker.expectation`), in this order: a fixed bug whose
+    remaining failures were all there before it was planted passes; a break out of training fails; a bug whose
+    probes do not all pass fails, saying whether its symptom is still there or could not be confirmed gone."""
+    report.kata = status = expect.status(report.statuses())
+    _conclude(report)
+    if report.verdict == Verdict.FAIL and status == BugStatus.FIXED and set(failing(report)) <= expect.baseline:
+        return _set(report, Verdict.PASS, f"{expect.subject} is gone; what the check still finds was already in the "
+                    "script before the bug was planted: " + "; ".join(f.symptom for f in failed))
+    if report.verdict == Verdict.PASS and report.stopped:
+        return _set(report, Verdict.FAIL, "training stopped in the middle of a pass (a break out of the training "
+                    "loop): a bug is fixed with all of the training, not by training less")
+    if status != BugStatus.FIXED and report.verdict == Verdict.PASS:
+        unsure = [f.symptom for f in report.findings if f.probe in expect.probes and f.status != PASS]
+        return _set(report, Verdict.FAIL, (f"{expect.subject} is still there: " if status == BugStatus.STILL_PRESENT
+                                           else "no symptom was found, but the check could not confirm that "
+                                           f"{expect.subject} is gone: ") + "; ".join(unsure))
+    return report
+
+
+def failing(report: Report) -> tuple[str, ...]:
+    """What fails in a report, each probe by id and a probe of several criteria (the health gate) by each
+    failing criterion ("health: initial loss"), so that one criterion failing before does not excuse another."""
+    keys = set()
+    for finding in report.findings:
+        if finding.failed:
+            parts = [part for part in finding.parts if part.failed]
+            keys.update([f"{finding.probe}: {part.title}" for part in parts] or [finding.probe])
+    return tuple(sorted(keys))
+
+
+def _run_problem(run: Run, limits: Limits) -> tuple[Verdict, str] | None:
+    """How the run itself went wrong, if it did: (verdict, one line)."""
     if run.ended == "interrupted":
-        return "interrupted", EXIT_INTERRUPTED, "interrupted: the script and everything it started were stopped"
+        return Verdict.INTERRUPTED, "interrupted: the script and everything it started were stopped"
     failed = [r for r in run.ranks if r.record and _failure(r.record["outcome"], f"rank {r.rank}")]
     if run.ended in ("timeout", "idle") and failed:  # a rank failed and the others waited for it: it comes first
         first = min(failed, key=lambda r: r.record["outcome"].get("ended_at", 0.0))
         waiting = [r for r in run.ranks if r.record is None]
-        problem = _failure(first.record["outcome"], f"rank {first.rank}")[2]
+        problem = _failure(first.record["outcome"], f"rank {first.rank}")[1]
         if waiting:
             problem += "; " + where(waiting) + " until stopped"
-        return "script-failed", EXIT_SCRIPT_FAILED, problem
+        return Verdict.SCRIPT_FAILED, problem
     if run.ended == "timeout":
-        return "timeout", EXIT_TIMEOUT, f"the script did not finish within {limits.timeout:g} s (--timeout)" + \
+        return Verdict.TIMEOUT, f"the script did not finish within {limits.timeout:g} s (--timeout)" + \
             _unfinished(run)
     if run.ended == "idle":
         if run.forked:
-            return "timeout", EXIT_TIMEOUT, (f"no progress for {limits.idle:g} s (--idle): the script's own process "
+            return Verdict.TIMEOUT, (f"no progress for {limits.idle:g} s (--idle): the script's own process "
                                              "waited for processes it started from a Process subclass with a run() "
                                              "of its own in a fresh interpreter, which cannot be observed (give the "
                                              "Process a target function, or use --nproc N)")
         if run.ranks:
-            return "timeout", EXIT_TIMEOUT, f"no progress for {limits.idle:g} s (--idle){_unfinished(run)}"
-        return "timeout", EXIT_TIMEOUT, f"no progress for {limits.idle:g} s: is a loop unbounded? (--idle)"
+            return Verdict.TIMEOUT, f"no progress for {limits.idle:g} s (--idle){_unfinished(run)}"
+        return Verdict.TIMEOUT, f"no progress for {limits.idle:g} s: is a loop unbounded? (--idle)"
     if run.ended == "memory":
-        return "script-failed", EXIT_SCRIPT_FAILED, (
+        return Verdict.SCRIPT_FAILED, (
             f"the script used more than {limits.memory_mb:.0f} MB of memory and was stopped (--memory)")
     if run.forged:
-        return "script-failed", EXIT_SCRIPT_FAILED, (
+        return Verdict.SCRIPT_FAILED, (
             "the result record was not written by the checker (its signature does not match): not trusted")
     if run.launched:  # the launcher's ranks: each has its own record
         return None
@@ -364,8 +414,8 @@ def _run_problem(run: Run, limits: Limits) -> tuple[str, int, str] | None:
         if run.returncode is not None and run.returncode < 0:
             name = signal.Signals(-run.returncode).name
             oom = " (possibly out of memory)" if name == "SIGKILL" else ""
-            return "script-failed", EXIT_SCRIPT_FAILED, f"the script was killed by {name}{oom} before it finished"
-        return "script-failed", EXIT_SCRIPT_FAILED, (
+            return Verdict.SCRIPT_FAILED, f"the script was killed by {name}{oom} before it finished"
+        return Verdict.SCRIPT_FAILED, (
             f"the script ended (status {run.returncode}) before it finished, without the checker's record "
             "(os._exit or a crash?)")
     return None
@@ -383,6 +433,6 @@ def where(ranks: list[RankRun]) -> str:
                                           "from Python)") for r in ranks)
 
 
-def _set(report: Report, verdict: str, code: int, problem: str) -> Report:
-    report.verdict, report.exit_code, report.problem = verdict, code, problem
+def _set(report: Report, verdict: Verdict, problem: str) -> Report:
+    report.verdict, report.problem = verdict, problem
     return report

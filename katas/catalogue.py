@@ -5,6 +5,8 @@ import difflib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from checker.expectation import BugStatus, status_of
+
 if TYPE_CHECKING:  # the CLI reads difficulties without paying for libcst
     from katas.engine.operator import Operator
 
@@ -45,12 +47,9 @@ class Bug:
     # and the check reports the crash (a fix that only silences the error is checked by the probes).
     raises: tuple[str, ...] = ()
 
-    def status(self, probe_statuses: dict[str, str]) -> str:
-        """From a check's probe statuses: "fixed", "still present" or "cannot tell"."""
-        statuses = [probe_statuses.get(p) for p in self.probes]
-        if any(s in ("fail", "error", "advice") for s in statuses):
-            return "still present"
-        return "fixed" if all(s == "pass" for s in statuses) else "cannot tell"
+    def status(self, probe_statuses: dict[str, str]) -> BugStatus:
+        """From a check's probe statuses: fixed, still present or cannot tell."""
+        return status_of(self.probes, probe_statuses)
 
 
 class UnknownBug(LookupError):

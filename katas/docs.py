@@ -48,15 +48,15 @@ def bugs_page() -> str:
 
 
 def probes_page() -> str:
-    from checker.probes import ADVISORY, PROBES
+    from checker.probes import PROBES
 
     lines = [GENERATED, "", "# The probes of `kata check`", "",
              "Each probe decides from what the run did, never from the script's text. The rule in full, with its",
              "premise and what it takes as harm, is the docstring of its module in `checker/probes/`.", "",
              "| probe | what it checks | symptom (as a kata's report names it) | advises only |", "|---|---|---|---|"]
     for probe in PROBES:
-        advises = "yes" if probe.ID in ADVISORY else ""
-        lines.append(f"| `{probe.ID}` | {rule_in_short(probe.__doc__ or '', probe.ID)} | {probe.SYMPTOM} | {advises} |")
+        advises = "yes" if probe.advises else ""
+        lines.append(f"| `{probe.id}` | {rule_in_short(probe.module.__doc__ or '', probe.id)} | {probe.symptom} | {advises} |")
     return "\n".join(lines) + "\n"
 
 

@@ -31,7 +31,7 @@ def broken(session):
     raise RuntimeError("observer could not start")
 
 script, channel, probe_id = sys.argv[1:4]
-BY_ID[probe_id].Observer = broken
+BY_ID[probe_id].module.Observer = broken
 harness.prepare()
 checked.check(script, "cpu", channel, "key")
 """

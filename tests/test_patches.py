@@ -45,7 +45,7 @@ def registry(ranked: bool) -> dict:
         os.environ.update(RANK="0", WORLD_SIZE="1")
     try:
         session = Session(tempfile.mkdtemp())
-        observers = [probe.Observer(session) for probe in PROBES]  # noqa: F841 - installed for their patches
+        observers = [probe.observer(session) for probe in PROBES]  # noqa: F841 - installed for their patches
         Instrumentation(session).install()
         listed = {"patched": [[where(owner), name] for owner, name in session.patches.patched()],
                   "hooks": sorted({f"{where(owner)}|{name}" for owner, name, _, _ in session.patches._hooks})}

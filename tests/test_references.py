@@ -48,7 +48,7 @@ def test_reference_passes_every_probe_three_times_with_the_same_verdict(script, 
 def test_every_probe_is_exercised_by_some_reference(reports):
     """The references are the kata sources: each probe must judge (not say 'not applicable') on at least one."""
     judged = {f.probe for runs in reports.values() for f in runs[0].findings if f.status != NOT_APPLICABLE}
-    assert {probe.ID for probe in PROBES} - judged == set()
+    assert {probe.id for probe in PROBES} - judged == set()
 
 
 @pytest.fixture(scope="module")

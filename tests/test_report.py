@@ -18,7 +18,7 @@ from katas.render import TidyConsole, show
 
 BROKEN = sorted(FIXTURES.glob("*__broken*.py"))
 # Words that name a cause or a fix: a symptom-level report must not contain them.
-CAUSES = [probe.ID for probe in PROBES if probe.ID not in ("health", "non-finite")] + [
+CAUSES = [probe.id for probe in PROBES if probe.id not in ("health", "non-finite")] + [
     "dropout", "batch-norm", "batchnorm", "zero_grad", "detach", "eval mode", "train mode", "evaluation mode",
     "training mode", "evaluation behaviour", "per epoch", "once per epoch", "stepped", "before the step",
     "never freed", "left over", "accumulat", "seed", "clip_grad", "worker_init", "horizon"]

@@ -15,9 +15,15 @@ The data flow: script → session (hooks → events, :mod:`checker.instrument` a
 * ``judge(observation, facts) -> Finding``: runs in the ``kata`` process and
   decides from the observation and the run's :class:`~checker.facts.RunFacts` alone.
 
+Optionally ``judge_ranks(observations, facts) -> Finding`` (the ranks of a process group compared; its
+``judge`` then says what one process alone shows), ``ADVISES = True`` (advice at most, never a failure) and
+``USES`` (the shared measurements whose errors are the probe's own). :class:`checker.probe.Probe` reads a
+module's declaration once, checks it, and is what the session and the verdict work with.
+
 Probe modules import torch only inside ``Observer`` code, so that the ``kata``
 process, which only judges, never pays for importing it.
 """
+from checker.probe import Probe
 from checker.probes import (
     accum_mean,
     batch_independence,
@@ -57,7 +63,7 @@ from checker.probes import (
     worker_rng,
 )
 
-PROBES = (
+MODULES = (
     grads_accumulate,
     graphs_retained,
     eval_mode,
@@ -95,5 +101,6 @@ PROBES = (
     rank_writes,
     health,
 )
-BY_ID = {probe.ID: probe for probe in PROBES}
-ADVISORY = frozenset(probe.ID for probe in PROBES if getattr(probe, "ADVISES", False))  # advise, never fail
+PROBES: tuple[Probe, ...] = tuple(Probe.of(module) for module in MODULES)
+BY_ID: dict[str, Probe] = {probe.id: probe for probe in PROBES}
+ADVISORY = frozenset(probe.id for probe in PROBES if probe.advises)  # advise, never fail

@@ -47,7 +47,8 @@ def check(path: Path, device: str, timeout: float, idle: float, memory: float | 
       a kata, a task's script  symptoms only (what was seen, with its evidence),
                                until the kata passes or you add --diagnose
     """
-    report = observe(path, device, limits_of(timeout, idle, memory), nproc=ranks_for(path, nproc))
+    report = observe(path, device, limits_of(timeout, idle, memory), nproc=ranks_for(path, nproc),
+                     expect=expectation(path))
     if not report.ran and not as_json:
         refuse(report)
     injected = None
@@ -71,7 +72,7 @@ def probe_list() -> str:
     """The probes, in report order, wrapped for ``--help``."""
     from checker.probes import PROBES
 
-    names = [probe.ID for probe in PROBES if probe.ID != "health"]
+    names = [probe.id for probe in PROBES if probe.id != "health"]
     text = "Probes: " + ", ".join(names) + ", and the health gate (the script must still train and learn)."
     return "\n    ".join(textwrap.wrap(text, 66, break_on_hyphens=False))
 
@@ -91,30 +92,12 @@ def disclosure(path: Path, report, injected: str | None, diagnose: bool) -> str:
     return SYMPTOMS if marker.is_task_script(path) else DIAGNOSIS
 
 
-def failing(report) -> tuple[str, ...]:
-    """What fails in a report, each probe by id and a probe of several criteria (the health gate) by each
-    failing criterion ("health: initial loss"), so that one criterion failing before does not excuse another."""
-    keys = set()
-    for finding in report.findings:
-        if finding.failed:
-            parts = [part for part in finding.parts if part.failed]
-            keys.update([f"{finding.probe}: {part.title}" for part in parts] or [finding.probe])
-    return tuple(sorted(keys))
-
-
-def record_kata(path: Path, report, diagnose: bool = False) -> str | None:
-    """For a kata made by `kata new`: record the result, and say whether its bug is fixed.
-
-    A kata passes only when its bug's probes pass and the script still trains: where a probe could not
-    observe (n/a) or cannot tell, a report without symptoms becomes a failing one that says so. A kata made from
-    your own script is not held to what that script already showed before the bug was planted: with its bug fixed
-    and no symptom beyond those, it passes, and the report says which symptoms were there before.
-    With ``diagnose``, an unsolved kata is recorded as diagnosed (like a hint).
-    """
-    from checker.exits import EXIT_PASS, EXIT_SYMPTOM
+def expectation(path: Path):
+    """What a kata made by `kata new` must show to pass (its bug's probes pass; see checker.expectation), or None
+    for a script that is not one."""
+    from checker.expectation import Expectation
     from katas.bugs import BUGS
     from katas.engine.inject import ENGINE_VERSION
-    from katas.state import Progress, record_check, updating
     from katas.workspace import read_metadata
 
     info = read_metadata(path)
@@ -123,26 +106,19 @@ def record_kata(path: Path, report, diagnose: bool = False) -> str | None:
     if info.engine != ENGINE_VERSION:
         click.echo(f"Note: {path} was made by kata engine {info.engine}, this is engine {ENGINE_VERSION}; "
                    "the check is the same, but `kata reset` cannot restore it.", err=True)
-    bug = BUGS[info.bug]
-    status = bug.status(report.statuses())
-    failed = [f for f in report.findings if f.failed]
-    if report.verdict == "fail" and status == "fixed" and failed and set(failing(report)) <= set(info.baseline):
-        report.verdict, report.exit_code = "pass", EXIT_PASS
-        report.problem = ("this kata's symptom is gone; what the check still finds was already in the script before "
-                          "the bug was planted: " + "; ".join(f.symptom for f in failed))
-    if report.verdict == "pass" and report.stopped:
-        report.verdict, report.exit_code = "fail", EXIT_SYMPTOM
-        report.problem = ("training stopped in the middle of a pass (a break out of the training loop): a kata is "
-                          "solved by fixing its bug with all of its training, not by training less")
-    elif status != "fixed" and report.verdict == "pass":
-        unsure = [f.symptom for f in report.findings if f.probe in bug.probes and f.status != "pass"]
-        report.verdict, report.exit_code = "fail", EXIT_SYMPTOM
-        report.problem = ("this kata's symptom is still there: " if status == "still present" else
-                          "no symptom was found, but the check could not confirm that this kata's symptom is gone: "
-                          ) + "; ".join(unsure)
+    return Expectation(frozenset(BUGS[info.bug].probes), frozenset(info.baseline))
+
+
+def record_kata(path: Path, report, diagnose: bool = False) -> str | None:
+    """For a kata (a report judged against its expectation): record whether it is solved, and return its bug's
+    status. With ``diagnose``, an unsolved kata is recorded as diagnosed (like a hint)."""
+    from katas.state import Progress, record_check, updating
+
+    if report.kata is None:
+        return None
     solved = report.exit_code == 0
     record_check(path, solved)
     if diagnose and not solved:
         with updating(path.parent) as progress:
             progress.setdefault(path.stem, Progress()).diagnosed = True
-    return status
+    return report.kata

@@ -57,10 +57,10 @@ def limits_of(timeout: float, idle: float, memory: float | None):
     return Limits(timeout, idle, memory or default_memory_mb())
 
 
-def observe(path: Path, device: str, limits, warm=None, nproc: int = 1):
+def observe(path: Path, device: str, limits, warm=None, nproc: int = 1, expect=None):
     """Check the file, then run it under observation (as ``nproc`` ranks when more than one). A file that cannot
     run gives a report that says why (``ran`` is False), so that every caller, ``--json`` included, can tell what
-    happened."""
+    happened. ``expect``: what a kata or a task's script must show beside a clean check (checker.expectation)."""
     from checker.preflight import Unusable, preflight
     from checker.runner import run
 
@@ -77,7 +77,7 @@ def observe(path: Path, device: str, limits, warm=None, nproc: int = 1):
     loading.join()
     from checker.verdict import judge
 
-    return judge(result, str(path), device, limits)
+    return judge(result, str(path), device, limits, expect)
 
 
 def _import(*modules: str) -> None:

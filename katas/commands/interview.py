@@ -103,7 +103,7 @@ def grade(task_dir: Path, key_dir: Path | None, device: str, timeout: float, idl
     Runs the checker on TASK_DIR/candidate/train.py (see `kata check`) and reads
     its findings against the answer key. Writes a Markdown report for your records.
     """
-    from katas.interview.grade import SCHEMA, BadKey, load_key, markdown, script_of
+    from katas.interview.grade import SCHEMA, BadKey, expectation, load_key, markdown, script_of
     from katas.interview.grade import grade as grade_task
     from katas.workspace import write_text_atomically
 
@@ -118,7 +118,8 @@ def grade(task_dir: Path, key_dir: Path | None, device: str, timeout: float, idl
             click.echo(json.dumps({"schema": SCHEMA, "error": str(exc), "exit_code": KataError.exit_code}, indent=2))
         raise KataError(str(exc)) from None
     ranks = nproc or LAUNCHED.get(key.get("reference"), 1)
-    result = grade_task(script, key_dir, observe(script, device, limits_of(timeout, idle, memory), nproc=ranks))
+    report = observe(script, device, limits_of(timeout, idle, memory), nproc=ranks, expect=expectation(key))
+    result = grade_task(script, key_dir, report)
     report_path = report_path or key_dir / "report.md"
     write_text_atomically(report_path, markdown(result))
     if as_json:
@@ -140,7 +141,7 @@ def grade(task_dir: Path, key_dir: Path | None, device: str, timeout: float, idl
     fixed = sum(b["status"] == "fixed" for b in result.bugs)
     console.print(f"{fixed} of {len(result.bugs)} fixed; health gate: {result.health}; {time_taken(result)}")
     console.print(diagnosed(result))
-    if result.report.verdict not in ("pass", "fail"):
+    if not result.report.verdict.ran:
         console.print(f"[red]{result.report.problem}[/]")
     console.print(f"Report written to {report_path}")
     sys.exit(result.exit_code)

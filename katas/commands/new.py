@@ -102,7 +102,7 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bo
         start, baseline = settled(start, seed, device, limits, ranks)
         bug, mutation = plant_verified([b for b, _ in order], start, baseline, seed, not bug_id, device, limits,
                                        ranks)
-        from katas.commands.check import failing
+        from checker.verdict import failing
 
         already = failing(baseline)
     else:
@@ -154,11 +154,11 @@ def settled(start: Start, seed: int, device: str, limits, nproc: int = 1) -> tup
         checked_text(start.text, name, device, limits, nproc)
     if not start.plain and report.verdict != "pass":
         original = checked(start.path, device, limits, nproc)
-        if original.verdict in ("pass", "fail") and symptoms(original) != symptoms(report):
+        if original.verdict.ran and symptoms(original) != symptoms(report):
             click.echo(f"Kept {name}'s own text: disguising it changed what it does.", err=True)
             return read_start(start.path, start.label, seed, plain=True), original
         report = original
-    if report.verdict not in ("pass", "fail"):
+    if not report.verdict.ran:
         raise KataError(f"kata check cannot run {name}: {report.problem}")
     return start, report
 

@@ -62,7 +62,7 @@ def watch(kata: str, poll: bool, folder: Path | None, device: str, timeout: floa
     from checker.runner import child_env, run
     from checker.verdict import judge
     from checker.warm import WarmServer
-    from katas.commands.check import disclosure, record_kata
+    from katas.commands.check import disclosure, expectation, record_kata
     from katas.render import make_console, show
 
     sys.stdout.reconfigure(line_buffering=True)  # each report appears when written, in a pipe too
@@ -81,7 +81,8 @@ def watch(kata: str, poll: bool, folder: Path | None, device: str, timeout: floa
         except Unusable as exc:
             console.print(f"[red]{exc}[/]" + (f"\n{exc.detail}" if exc.detail else ""))
         else:
-            report = judge(run(path, device, limits, warm=server, nproc=ranks), str(path), device, limits)
+            report = judge(run(path, device, limits, warm=server, nproc=ranks), str(path), device, limits,
+                           expectation(path))
             if report.verdict == "interrupted":
                 return False
             injected = record_kata(path, report)

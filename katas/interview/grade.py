@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from checker.exits import EXIT_PASS, EXIT_SYMPTOM
+from checker.expectation import BugStatus
 from katas.bugs import BUGS
 from katas.interview import marker
 from katas.interview.documents import KEY_SCHEMA, SCRIPT
@@ -31,10 +31,9 @@ class Grade:
 
     @property
     def exit_code(self) -> int:
-        if self.report.verdict in ("script-failed", "timeout", "usage"):
-            return self.report.exit_code
-        clean = all(b["status"] == "fixed" for b in self.bugs) and not self.new_symptoms and self.health == "pass"
-        return EXIT_PASS if clean else EXIT_SYMPTOM
+        """The check's, judged against the task's expectation (see :func:`expectation`): 0 only when every planted
+        bug is fixed, nothing else fails and the script still trains all of its training."""
+        return int(self.report.exit_code)
 
     def to_json(self) -> dict:
         return {
@@ -74,14 +73,23 @@ def minutes_taken(script: Path, key_dir: Path) -> float | None:
     return seconds / 60 if seconds > 1 else None
 
 
+def expectation(key: dict):
+    """What the candidate's script must show: every planted bug's probes pass."""
+    from checker.expectation import Expectation
+
+    return Expectation(frozenset(probe for b in key["bugs"] for probe in BUGS[b["id"]].probes),
+                       subject="the planted bugs' symptoms")
+
+
 def grade(script: Path, key_dir: Path, report) -> Grade:
+    """The grade of ``report``, a check of ``script`` judged against the key's :func:`expectation`."""
     key = load_key(key_dir)
     result = Grade(script, key, report, minutes_taken=minutes_taken(script, key_dir),
                    diagnosed=marker.diagnoses(script.parent))
     statuses = report.statuses()
     injected = {probe for b in key["bugs"] for probe in BUGS[b["id"]].probes}
-    ran = report.verdict in ("pass", "fail")
-    result.bugs = [{"id": b["id"], "title": b["title"], "status": BUGS[b["id"]].status(statuses) if ran else "not checked"}
+    result.bugs = [{"id": b["id"], "title": b["title"],
+                    "status": BUGS[b["id"]].status(statuses) if report.verdict.ran else BugStatus.NOT_CHECKED}
                    for b in key["bugs"]]
     result.new_symptoms = [{"probe": f.probe, "message": f.message} for f in report.findings
                            if f.failed and f.probe not in injected and f.probe != "health"]
@@ -96,7 +104,7 @@ def markdown(g: Grade) -> str:
     diagnosed = ("unknown: the task's mark was removed from the candidate folder" if g.diagnosed is None else
                  f"used {len(g.diagnosed)} times ({', '.join(g.diagnosed)})" if g.diagnosed else "not used")
     how_far = " to the end" if g.report.ran else ""
-    failure = f"\n**The script did not run{how_far}:** {g.report.problem}\n" if g.report.verdict not in ("pass", "fail") else ""
+    failure = f"\n**The script did not run{how_far}:** {g.report.problem}\n" if not g.report.verdict.ran else ""
     fixed = sum(b["status"] == "fixed" for b in g.bugs)
     return f"""# Interview grading report
 
