@@ -105,6 +105,7 @@ class Session:
     _last_update_pass: int | None = None  # the DataLoader pass the latest update happened in
     _closure_calls: int = -1  # calls of the running step's closure (-1: no closure step running)
     reevaluations: int = 0  # backward passes of a closure step after its first (one update's re-evaluations)
+    _shared: dict[type, Any] = field(default_factory=dict)  # shared measurements, by kind
     patches: Patches = field(init=False)  # every patch and hook of the checker's, for the tamper check
 
     def __post_init__(self) -> None:
@@ -114,10 +115,13 @@ class Session:
     def on(self, event: Event, owner: str, callback: Callable) -> None:
         self._listeners[event].append((owner, callback))
 
-    def observer(self, owner: str, event: Event) -> Any:
-        """The object whose method ``owner`` subscribed to ``event`` (a probe reading another's observations)."""
-        return next((getattr(callback, "__self__", None) for who, callback in self._listeners[event] if who == owner),
-                    None)
+    def shared(self, kind: type) -> Any:
+        """The session's one instance of a shared measurement (:mod:`checker.probes._shared`), made on first use
+        with the session, so that probes that read the same measurement never reach into each other."""
+        found = self._shared.get(kind)
+        if found is None:
+            found = self._shared[kind] = kind(self)
+        return found
 
     @contextlib.contextmanager
     def muted(self) -> Iterator[None]:

@@ -50,11 +50,12 @@ def ranks_of(path: Path) -> int:
         else 1
 
 
-def check(path: Path, device: str = "cpu", timeout: float = 120) -> Report:
-    """Check a script through a warm server, as `kata check` would (a distributed one as two forked ranks)."""
+def check(path: Path, device: str = "cpu", timeout: float = 120, expect=None) -> Report:
+    """Check a script through a warm server, as `kata check` would (a distributed one as two forked ranks);
+    ``expect``: a kata's expectation (checker.expectation), as `kata check` judges a kata."""
     with warm_server() as server:
         limits = Limits(timeout=timeout)
-        return judge(run(path, device, limits, warm=server, nproc=ranks_of(path)), str(path), device, limits)
+        return judge(run(path, device, limits, warm=server, nproc=ranks_of(path)), str(path), device, limits, expect)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -139,7 +139,7 @@ def patches_in(path: Path) -> list[str]:
 
 def test_no_probe_patches_torch_or_builtins_itself():
     """Every patch goes through the instrumentation's registry, which the tamper check covers."""
-    found = [place for path in sorted((ROOT / "checker" / "probes").glob("*.py")) for place in patches_in(path)]
+    found = [place for path in sorted((ROOT / "checker" / "probes").rglob("*.py")) for place in patches_in(path)]
     assert not found, found
 
 
@@ -150,3 +150,14 @@ def test_a_patch_in_a_probe_would_be_found(tmp_path):
                      "    setattr(optim, 'SGD', None)\n    local = object()\n    local.x = 1\n")
     assert [p.split(" ", 1)[1] for p in patches_in(probe)] == [
         "assigns builtins.print", "assigns nn.Module.__call__", "calls setattr"]
+
+
+def test_no_probe_imports_another_probe():
+    """Probes share measurements through checker.probes._shared, never by importing one another."""
+    import checker.probes
+
+    known = modules()
+    probes = {probe.module.__name__ for probe in checker.probes.PROBES}
+    found = [(name, target) for name in sorted(probes) for target in imports(name, known[name], known)
+             if target in probes]
+    assert probes and not found, found

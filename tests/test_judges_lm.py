@@ -7,7 +7,8 @@ import torch
 
 from checker.facts import RunFacts
 from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS
-from checker.probes import causality, graph_span, lm_trace, next_token, tied_weights
+from checker.probes import causality, graph_span, next_token, tied_weights
+from checker.probes._shared import lm_trace
 
 STREAM = torch.arange(200) * 7 % 23  # no token repeats its predecessor
 

@@ -7,7 +7,7 @@ import torch.nn as nn
 from checker.facts import RunFacts
 from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS
 from checker.probes import pad_invariance
-from checker.probes.token_inputs import TokenForward, float_copy, padding_id
+from checker.probes._shared.token_inputs import TokenForward, float_copy, padding_id
 
 
 def judge(**fields):

@@ -18,7 +18,7 @@ from kata_variants import VARIANTS
 
 from katas.bugs import BUGS
 from katas.cli import main
-from katas.commands.check import record_kata
+from katas.commands.check import expectation, record_kata
 
 CASES = [(bug, kind, name) for bug, spec in VARIANTS.items() for kind in ("fixes", "masks") for name in spec[kind]]
 
@@ -56,7 +56,7 @@ def judged(katas, tmp_path_factory) -> dict[tuple, tuple]:
 
     def judge(job):
         case, path = job
-        report = check(path)
+        report = check(path, expect=expectation(path))
         status = record_kata(path, report) if report.ran else None
         return case, (report.exit_code == 0, status, report.problem)
 

@@ -66,7 +66,7 @@ class Observation:
 
 class Observer:
     def __init__(self, session):
-        from checker.probes.token_inputs import TokenForwards
+        from checker.probes._shared.token_inputs import TokenForwards
 
         self.session = session
         self.forwards = TokenForwards(session, ID)
@@ -83,7 +83,7 @@ class Observer:
         self._try(final=False)
 
     def _try(self, final: bool) -> None:
-        from checker.probes.token_inputs import ATTEMPTS
+        from checker.probes._shared.token_inputs import ATTEMPTS
 
         reached = self.forwards.reached()
         chosen = next((f for f in reached if f.tokens.shape[0] >= 2), None)
@@ -106,7 +106,7 @@ class Observer:
 def check(session, found) -> Observation:
     import torch
 
-    from checker.probes.token_inputs import batch_dependent, convert, float_copy, float_outputs, isolated, unwrap
+    from checker.probes._shared.token_inputs import batch_dependent, convert, float_copy, float_outputs, isolated, unwrap
 
     module = unwrap(found.module)
     n = int(found.tokens.shape[0])

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from checker.facts import RunFacts
 from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
-from checker.probes import lm_trace
+from checker.probes._shared import lm_trace
 
 ID = "causality"
 TITLE = "outputs do not see later tokens"

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from checker.events import Event
 from checker.facts import RunFacts
 from checker.findings import ADVICE, FAIL, NOT_APPLICABLE, PASS, Finding
-from checker.probes.mode_ledger import blocks
+from checker.probes._shared.mode_ledger import blocks
 
 ID = "eval-mode"
 TITLE = "validation in eval mode"

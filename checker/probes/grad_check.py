@@ -76,13 +76,13 @@ from __future__ import annotations
 
 import contextlib
 import math
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 from checker.events import Event
 from checker.facts import RunFacts
 from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
+from checker.probes._shared.replay import copy_of, forked_rng, quiet
 
 ID = "grad-check"
 TITLE = "gradients match the forward pass"
@@ -102,11 +102,6 @@ ATTEMPTS = 8  # updates or backward passes at which a check is tried
 SEED = 20240917
 TINY = 1e-300  # a norm below this is zero
 MAX_NODES = 100_000  # autograd graph nodes walked to find custom Functions
-GLOBAL_HOOKS = ("_global_forward_pre_hooks", "_global_forward_hooks", "_global_forward_hooks_always_called",
-                "_global_forward_hooks_with_kwargs", "_global_backward_pre_hooks", "_global_backward_hooks",
-                "_global_is_full_backward_hook")
-MODULE_HOOKS = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks", "_forward_hooks_with_kwargs",
-                "_forward_hooks_always_called", "_backward_pre_hooks", "_backward_hooks")
 READS_OUT = {"item", "tolist", "numpy", "__float__", "__int__"}  # values taken out of the graph
 IN_PLACE_OPERATORS = {"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__",
                       "__ipow__", "__imatmul__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__"}
@@ -229,56 +224,6 @@ def check(session, module, args: tuple, kwargs: dict) -> Observation:
         except Exception as exc:  # the copy's own backward, say: said, never a probe error
             obs.problem = f"the check failed on the copy ({type(exc).__name__}: {exc})"
     return obs
-
-
-def copy_of(module, dtype=None):
-    """A copy in eval mode, without the model's own hooks, converted to ``dtype`` (None keeps the model's dtypes).
-    Objects the model refers to that are neither tensors, modules nor plain data (a trainer, a loader, a config)
-    are shared, not copied; tensors it keeps as plain attributes are copied (an activation it cached, detached)
-    and converted too."""
-    import copy
-    import enum
-
-    import torch
-
-    plain = (torch.Tensor, torch.nn.Module, torch.Generator, dict, list, tuple, set, frozenset, str, bytes, int, float,
-             complex, bool, type(None), torch.dtype, torch.device, enum.Enum)
-    memo = {}
-    for m in module.modules():
-        for value in vars(m).values():
-            if isinstance(value, torch.Tensor) and not value.is_leaf:  # deepcopy takes only leaves
-                memo[id(value)] = value.detach()
-            elif isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) and not v.is_leaf for v in
-                                                          _flat(value)):
-                memo[id(value)] = type(value)([])  # a policy's saved log-probabilities, an episode's values: the
-                # copy starts without them (they belong to the run, not to the function the model computes)
-            elif not isinstance(value, plain) and not callable(value):
-                memo[id(value)] = value
-    twin = copy.deepcopy(module, memo)
-    for m in twin.modules():
-        for name in MODULE_HOOKS:
-            hooks = getattr(m, name, None)
-            if hooks:
-                hooks.clear()
-        if dtype is None:
-            continue
-        for name, value in list(vars(m).items()):
-            if isinstance(value, torch.Tensor) and value.is_floating_point():
-                vars(m)[name] = value.detach().to(dtype).requires_grad_(value.requires_grad)
-            elif isinstance(value, (list, tuple, dict)):  # modules kept in a plain container, not registered
-                for item in value.values() if isinstance(value, dict) else value:
-                    if isinstance(item, torch.nn.Module):
-                        item.to(dtype).eval()
-    return (twin if dtype is None else twin.to(dtype)).eval()
-
-
-def _flat(values, depth: int = 0):
-    """The items of a list or tuple, and of the lists and tuples in it (two levels: ``[(log_prob, value), ...]``)."""
-    for v in values:
-        if isinstance(v, (list, tuple)) and depth < 1:
-            yield from _flat(v, depth + 1)
-        else:
-            yield v
 
 
 def measure(twin, args: tuple, kwargs: dict, obs: Observation) -> None:
@@ -536,46 +481,6 @@ class SurgeryWatch:
 
 def in_place(name: str) -> bool:
     return (name.endswith("_") and not name.startswith("_")) or name in IN_PLACE_OPERATORS
-
-
-@contextlib.contextmanager
-def quiet(session):
-    """Nothing the copy does reaches the checker: module hooks (global ones included) and the session's events off."""
-    from torch.nn.modules import module as module_hooks
-
-    saved = []
-    for name in GLOBAL_HOOKS:
-        registry = getattr(module_hooks, name, None)
-        if registry is not None:
-            saved.append((registry, dict(registry)))
-            registry.clear()
-    try:
-        with session.muted():
-            yield
-    finally:
-        for registry, items in saved:
-            registry.clear()
-            registry.update(items)
-
-
-@contextlib.contextmanager
-def forked_rng(device):
-    """The script's random streams, as they were: torch's (CPU and the model's GPU), Python's and NumPy's."""
-    import random
-
-    import torch
-
-    devices = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
-    python_state = random.getstate()
-    numpy = sys.modules.get("numpy.random")  # only if the script imported it: importing it costs 0.1 s
-    numpy_state = numpy.get_state() if numpy is not None else None
-    try:
-        with torch.random.fork_rng(devices=devices):
-            yield
-    finally:
-        random.setstate(python_state)
-        if numpy_state is not None:
-            numpy.set_state(numpy_state)
 
 
 # -- the judge ----------------------------------------------------------------------

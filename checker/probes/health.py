@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from checker.events import Event
 from checker.facts import RunFacts, finite
 from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
+from checker.probes._shared.class_scores import CLASS_LOSSES, OWNER, ClassScores
 
 ID = "health"
 TITLE = "training health"
@@ -49,8 +50,7 @@ STEADY_FALL, STEADY_LOSSES = 0.05, 5  # a fall below every one of the first fift
 ABOVE_CHANCE = 0.25
 CANDIDATES = 16  # losses with gradients kept while none has been backpropagated yet
 INITIAL_SAMPLES, INITIAL_LOSSES = 32, 4  # the initial loss is the mean of the first losses over this many samples
-CLASS_LOSSES = {"cross_entropy": "classes", "nll_loss": "classes", "binary_cross_entropy": "binary",
-                "binary_cross_entropy_with_logits": "binary"}
+USES = (OWNER,)  # the per-forward class decisions, shared with reported-metric
 
 
 @dataclass
@@ -68,18 +68,13 @@ class Observer:
         self.obs = Observation()
         self.candidates: list[tuple] = []  # (kind, classes, mean per target) of the first losses with gradients
         self.reached: set[int] = set()  # ... that a backward pass reached
-        self.top_label = -1  # the largest class label seen in a batch a forward scored
-        self.scored: dict[int, dict] = {}  # forward index -> {"correct", "total", "counts", "source"}
+        self.scores = session.shared(ClassScores)
         session.on(Event.LOSS, ID, self.on_loss)
-        session.on(Event.FORWARD_END, ID, self.on_forward_end)
 
     def on_loss(self, call) -> None:
         if len(self.reached) < INITIAL_LOSSES and getattr(call.input, "requires_grad", False) \
                 and len(self.candidates) < CANDIDATES:
             self._candidate(call)
-        decisions = per_sample_decisions(call, self.session)
-        if decisions is not None and call.forward is not None:
-            self._score(call.forward, *decisions, "loss")
 
     def _candidate(self, call) -> None:
         """A loss with gradients, kept until one that a backward pass reaches tells which is the first training loss
@@ -100,43 +95,6 @@ class Observer:
 
         output.register_hook(reached)
 
-    def on_forward_end(self, forward, output) -> None:
-        from checker.session import tensors_in
-        from checker.tensors import plain
-
-        labels = self.session.labels
-        logits = next(iter(tensors_in(output, 1)), None)
-        if labels is None or logits is None or not plain(logits) or logits.dim() == 0 \
-                or logits.shape[0] != labels.shape[0]:
-            return
-        labels = labels.long()
-        logits = logits.detach()
-        low, high = (int(v) for v in labels.aminmax()) if labels.numel() else (0, 0)
-        self.top_label = max(self.top_label, high)
-        if logits.dim() == 2 and logits.shape[-1] >= 2 and high < logits.shape[-1] and low >= 0:
-            k, predicted = logits.shape[-1], logits.argmax(-1)
-        elif logits.numel() == len(labels) and bool(((labels == 0) | (labels == 1)).all()):
-            flat = logits.reshape(-1).float()
-            k, predicted = 2, (flat > (0.5 if bool(((flat >= 0) & (flat <= 1)).all()) else 0.0)).long()
-        else:
-            return
-        if forward.grad and self.obs.fallback_classes is None:
-            self.obs.fallback_classes = k
-        self._score(forward.index, predicted, labels, "output", k)
-
-    def _score(self, index: int, predicted, labels, source: str, k: int | None = None) -> None:
-        row = self.scored.setdefault(index, {"correct": 0, "total": 0, "counts": defaultdict(int), "source": source,
-                                             "classes": k})
-        if row["source"] != source:
-            if source == "output":
-                return
-            row.update(correct=0, total=0, counts=defaultdict(int), source=source)  # the loss's own view wins
-        row["correct"] += int((predicted == labels).sum())
-        row["total"] += len(labels)
-        values, counts = labels.unique(return_counts=True)
-        for value, count in zip(values.tolist(), counts.tolist()):
-            row["counts"][int(value)] += count
-
     def summary(self) -> Observation:
         if self.reached:  # the first loss a backward pass reached, of those called before it
             first = [self.candidates[i] for i in sorted(self.reached)]
@@ -151,7 +109,8 @@ class Observer:
                     seen += entry[3]
                 self.obs.classes = classes
                 self.obs.initial = sum(e[2] * e[3] for e in same) / max(1, sum(e[3] for e in same))
-        if self.obs.fallback_classes and self.obs.fallback_classes not in (2, self.top_label + 1):
+        self.obs.fallback_classes = self.scores.fallback_classes
+        if self.obs.fallback_classes and self.obs.fallback_classes not in (2, self.scores.top_label + 1):
             self.obs.fallback_classes = None  # outputs wider than the labels (features, a layer-local objective):
             # the model's output does not score those classes
         if self.obs.first_loss is None and self.obs.fallback_classes:
@@ -159,24 +118,15 @@ class Observer:
         self.obs.accuracy = self._last_evaluation()
         return self.obs
 
-    def usable(self, row: dict) -> bool:
-        """The loss's own view of a sample's class; the model's output only where it scores the classes trained on
-        (as many outputs as there are labels: not a layer's features)."""
-        if row["source"] == "loss":
-            return True
-        if row["classes"] not in (2, self.top_label + 1):
-            return False
-        return self.obs.first_loss is None or (self.obs.classes is not None and row["classes"] == self.obs.classes)
-
     def _last_evaluation(self) -> dict | None:
         """Accuracy over the last run of evaluation forwards that were scored (each by its loss if it had one)."""
         blocks: list[list[dict]] = [[]]
         for forward in self.session.forwards:
             phase = self.session.phase(forward)
-            row = self.scored.get(forward.index)
+            row = self.scores.scored.get(forward.index)
             if phase == "train" and blocks[-1]:
                 blocks.append([])
-            elif phase == "eval" and row and row["total"] and self.usable(row):
+            elif phase == "eval" and row and row["total"] and self.scores.usable(row, self.obs.first_loss, self.obs.classes):
                 blocks[-1].append(row)
         chosen = next((block for block in reversed(blocks) if block), None)
         if not chosen:
@@ -208,25 +158,6 @@ def mean_per_target(call) -> float:
             else call.target.numel() // call.target.shape[1]
         value /= max(1, per)
     return value
-
-
-def per_sample_decisions(call, session):
-    """(predicted, labels) when the loss scores one class label per sample of the forward's batch, else None."""
-    kind = CLASS_LOSSES.get(call.kind)
-    forward = session.forwards[call.forward] if call.forward is not None else None
-    if kind is None or forward is None or not hasattr(call.input, "shape") or not hasattr(call.target, "shape"):
-        return None
-    scores, target = call.input.detach(), call.target.detach()
-    if forward.batch is not None and scores.shape[0] != forward.batch:
-        return None  # several labels per sample (tokens of a sequence): not a per-sample classification
-    if kind == "classes" and scores.dim() == 2 and target.dim() == 1 and not target.dtype.is_floating_point:
-        return scores.argmax(-1), target.long()
-    if kind == "binary" and scores.numel() == target.numel() and scores.dim() <= 2 and target.numel() == scores.shape[0]:
-        if not bool(((target == 0) | (target == 1)).all()):
-            return None
-        threshold = 0.0 if call.kind.endswith("logits") else 0.5
-        return (scores.reshape(-1) > threshold).long(), target.reshape(-1).long()
-    return None
 
 
 def _row(name: str, ok: bool | None, measured: str, threshold: str, message: str) -> Finding:

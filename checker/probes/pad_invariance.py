@@ -8,7 +8,7 @@ depending on its neighbours' lengths; training still runs, accuracy just suffers
 Rule. At the first update (or the end of the run), the probe takes the latest training
 forward of a model that takes token ids (an integer ``(batch, time)`` argument, an
 ``nn.Embedding`` in the model) whose padding id is known (see
-:mod:`checker.probes.token_inputs`) and in which some sample ends in padding. For up to
+:mod:`checker.probes._shared.token_inputs`) and in which some sample ends in padding. For up to
 two such samples (the most padded first), a float32 copy of the model in eval mode, no
 autocast, is run twice on that sample alone: once exactly as it was in the batch
 (its row of every argument whose leading dimension is the batch's), once trimmed to its
@@ -81,7 +81,7 @@ class Observation:
 
 class Observer:
     def __init__(self, session):
-        from checker.probes.token_inputs import TokenForwards
+        from checker.probes._shared.token_inputs import TokenForwards
 
         self.session = session
         self.forwards = TokenForwards(session, ID)
@@ -98,7 +98,7 @@ class Observer:
         self._try(final=False)
 
     def _try(self, final: bool) -> None:
-        from checker.probes.token_inputs import ATTEMPTS
+        from checker.probes._shared.token_inputs import ATTEMPTS
 
         candidates = [f for f in self.forwards.reached() if f.pad is not None]
         chosen = next((f for f in candidates if padded_rows(f)), None)
@@ -139,7 +139,7 @@ def padded_rows(found) -> list[int]:
 
 
 def check(session, found) -> Observation:
-    from checker.probes.token_inputs import batch_dependent, float_copy, isolated, unwrap
+    from checker.probes._shared.token_inputs import batch_dependent, float_copy, isolated, unwrap
 
     module = unwrap(found.module)
     obs = Observation(model=type(found.module).__name__, pad=found.pad, pad_source=found.source)
@@ -175,7 +175,7 @@ def compare(twin, found, row: int, length: int) -> tuple[float | None, float]:
     """The largest change of the sample's outputs between its padded row and the row trimmed to its real tokens."""
     import torch
 
-    from checker.probes.token_inputs import convert, float_outputs
+    from checker.probes._shared.token_inputs import convert, float_outputs
 
     batch, time = found.tokens.shape
 

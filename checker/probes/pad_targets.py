@@ -10,7 +10,7 @@ Rule. For the first 4 training calls of a loss function of ``torch.nn.functional
 (``nn.CrossEntropyLoss`` and friends call them) whose integer target is aligned with the
 token ids of the latest training forward (as many targets as tokens, or the tokens'
 shape) and whose input requires grad, while the padding id of those tokens is known (see
-:mod:`checker.probes.token_inputs`): the gradient that reaches the loss's input is
+:mod:`checker.probes._shared.token_inputs`): the gradient that reaches the loss's input is
 captured, row by row, one row per position. Padded positions are those whose token is
 the padding id.
 
@@ -65,7 +65,7 @@ class Observation:
 
 class Observer:
     def __init__(self, session):
-        from checker.probes.token_inputs import TokenForwards
+        from checker.probes._shared.token_inputs import TokenForwards
 
         self.session = session
         self.forwards = TokenForwards(session, ID)

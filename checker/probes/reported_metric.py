@@ -21,7 +21,7 @@ to an evaluation when the last top-level forward before it was an evaluation
 forward, no DataLoader pass of that forward was still running, and the next
 forward is not one more of the same evaluation (a print inside an evaluation loop
 is not judged). Its *candidates* come from the data the health gate already keeps
-(:mod:`checker.probes.health`: each forward's class decisions, from the loss's own
+(:mod:`checker.probes._shared.class_scores`: each forward's class decisions, from the loss's own
 input or else the model's output, against the batch's labels, one per sample):
 for each DataLoader pass (or run of forwards without one) among the evaluation
 forwards right before the print, correct / samples and the mean of its per-batch
@@ -60,13 +60,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from checker.events import Event
 from checker.facts import RunFacts
 from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
+from checker.probes._shared.class_scores import OWNER, ClassScores
 
 ID = "reported-metric"
+USES = (OWNER,)  # the per-forward class decisions, shared with the health gate
 TITLE = "the printed accuracy is the evaluation's"
 SYMPTOM_ID, SYMPTOM = "printed-accuracy", "printed accuracy against outputs and labels"
 
@@ -166,6 +167,7 @@ class Observer:
         self.session = session
         self.pending: list[tuple[int, bool, str, list[dict]]] = []  # (forwards so far, in a pass, line, readings)
         self.prints = self.dropped = 0
+        self.scores = session.shared(ClassScores)  # each forward's class decisions: the candidates' source
         session.on(Event.PRINT, ID, self.on_print)
 
     def on_print(self, text: str) -> None:
@@ -183,10 +185,8 @@ class Observer:
             self.pending.append((len(session.forwards), in_pass, line.strip()[:MAX_TEXT], found))
 
     def summary(self) -> Observation:
-        scorer = health_observer(self.session)
+        scorer = self.scores
         obs = Observation(prints=self.prints, dropped=self.dropped)
-        if scorer is None:
-            return obs
         forwards = self.session.forwards
         phases = [self.session.phase(f) for f in forwards]
         rows = {i: row for i, row in scorer.scored.items() if row["total"] and scorer.usable(row)}
@@ -243,13 +243,6 @@ class Observer:
             candidates += accuracies(everything, "evaluation, all passes together")[:1]
         candidates += accuracies([rows[i] for i in range(first_train, start) if i in rows], "training")
         return candidates, clean, recent
-
-
-def health_observer(session) -> Any:
-    """The health gate's observer in this run, whose per-forward class decisions are the candidates' source."""
-    from checker.probes import health
-
-    return session.observer(health.ID, Event.FORWARD_END)
 
 
 def runs(indices: list[int], key) -> list[list[int]]:

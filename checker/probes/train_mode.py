@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from checker.facts import RunFacts
 from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
-from checker.probes.mode_ledger import forwards_in
+from checker.probes._shared.mode_ledger import forwards_in
 
 ID = "train-mode"
 TITLE = "training in train mode"

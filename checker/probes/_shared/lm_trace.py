@@ -73,11 +73,8 @@ OWNER = "lm-trace"  # the trace's own name for its subscriptions and errors; the
 
 
 def trace(session) -> "Trace":
-    found = getattr(session, "_kata_lm_trace", None)
-    if found is None:
-        found = Trace(session)
-        session._kata_lm_trace = found
-    return found
+    """The session's trace, shared by the probes that read it."""
+    return session.shared(Trace)
 
 
 class Trace:
@@ -302,7 +299,7 @@ def fraction(targets, tokens) -> float | None:
 def perturb(session, module, args: tuple, kwargs: dict, tokens, dims: list[int]) -> list[Causal]:
     import torch
 
-    from checker.probes.grad_check import copy_of, forked_rng, quiet
+    from checker.probes._shared.replay import copy_of, forked_rng, quiet
 
     if type(module).__name__ in ("DataParallel", "DistributedDataParallel"):
         module = module.module

@@ -146,7 +146,7 @@ def float_copy(module):
     """A float32 copy in eval mode, without the model's own hooks (grad-check's copy, in float32)."""
     import torch
 
-    from checker.probes.grad_check import copy_of
+    from checker.probes._shared.replay import copy_of
 
     return copy_of(module, torch.float32)
 
@@ -158,7 +158,7 @@ def isolated(session, module):
     that two shapes of one input differ by rounding only), the script's settings restored after."""
     import torch
 
-    from checker.probes.grad_check import forked_rng, quiet
+    from checker.probes._shared.replay import forked_rng, quiet
 
     device = next((p.device for p in module.parameters()), torch.device("cpu"))
     with quiet(session), forked_rng(device), torch.inference_mode(False), torch.enable_grad(), \

@@ -1,0 +1,98 @@
+"""Each forward's class decisions against its batch's labels: what the health gate's validation accuracy and
+reported-metric's recomputed accuracies are made of.
+
+A forward is scored from the loss function's own inputs when the loss scores one class label per sample of the
+forward's batch (its argmax, or the binary decision), else from the model's output and the batch's labels: k
+outputs over labels below k, or one output per sample over 0/1 labels. The loss's own view of a forward wins.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from checker.events import Event
+
+OWNER = "class-scores"  # its subscriptions and errors; the probes that read it name it in USES
+CLASS_LOSSES = {"cross_entropy": "classes", "nll_loss": "classes", "binary_cross_entropy": "binary",
+                "binary_cross_entropy_with_logits": "binary"}
+
+
+class ClassScores:
+    """Made once per session (``session.shared(ClassScores)``)."""
+
+    def __init__(self, session):
+        self.session = session
+        self.top_label = -1  # the largest class label seen in a batch a forward scored
+        self.scored: dict[int, dict] = {}  # forward index -> {"correct", "total", "counts", "source", "classes"}
+        self.fallback_classes: int | None = None  # k of the first forward with gradients scored from its output
+        session.on(Event.LOSS, OWNER, self.on_loss)
+        session.on(Event.FORWARD_END, OWNER, self.on_forward_end)
+
+    def on_loss(self, call) -> None:
+        decisions = per_sample_decisions(call, self.session)
+        if decisions is not None and call.forward is not None:
+            self._score(call.forward, *decisions, "loss")
+
+    def on_forward_end(self, forward, output) -> None:
+        from checker.session import tensors_in
+        from checker.tensors import plain
+
+        labels = self.session.labels
+        logits = next(iter(tensors_in(output, 1)), None)
+        if labels is None or logits is None or not plain(logits) or logits.dim() == 0 \
+                or logits.shape[0] != labels.shape[0]:
+            return
+        labels = labels.long()
+        logits = logits.detach()
+        low, high = (int(v) for v in labels.aminmax()) if labels.numel() else (0, 0)
+        self.top_label = max(self.top_label, high)
+        if logits.dim() == 2 and logits.shape[-1] >= 2 and high < logits.shape[-1] and low >= 0:
+            k, predicted = logits.shape[-1], logits.argmax(-1)
+        elif logits.numel() == len(labels) and bool(((labels == 0) | (labels == 1)).all()):
+            flat = logits.reshape(-1).float()
+            k, predicted = 2, (flat > (0.5 if bool(((flat >= 0) & (flat <= 1)).all()) else 0.0)).long()
+        else:
+            return
+        if forward.grad and self.fallback_classes is None:
+            self.fallback_classes = k
+        self._score(forward.index, predicted, labels, "output", k)
+
+    def _score(self, index: int, predicted, labels, source: str, k: int | None = None) -> None:
+        row = self.scored.setdefault(index, {"correct": 0, "total": 0, "counts": defaultdict(int), "source": source,
+                                             "classes": k})
+        if row["source"] != source:
+            if source == "output":
+                return
+            row.update(correct=0, total=0, counts=defaultdict(int), source=source)  # the loss's own view wins
+        row["correct"] += int((predicted == labels).sum())
+        row["total"] += len(labels)
+        values, counts = labels.unique(return_counts=True)
+        for value, count in zip(values.tolist(), counts.tolist()):
+            row["counts"][int(value)] += count
+
+    def usable(self, row: dict, first_loss: str | None = None, classes: int | None = None) -> bool:
+        """The loss's own view of a sample's class; the model's output only where it scores the classes trained on
+        (as many outputs as there are labels: not a layer's features)."""
+        if row["source"] == "loss":
+            return True
+        if row["classes"] not in (2, self.top_label + 1):
+            return False
+        return first_loss is None or (classes is not None and row["classes"] == classes)
+
+
+def per_sample_decisions(call, session):
+    """(predicted, labels) when the loss scores one class label per sample of the forward's batch, else None."""
+    kind = CLASS_LOSSES.get(call.kind)
+    forward = session.forwards[call.forward] if call.forward is not None else None
+    if kind is None or forward is None or not hasattr(call.input, "shape") or not hasattr(call.target, "shape"):
+        return None
+    scores, target = call.input.detach(), call.target.detach()
+    if forward.batch is not None and scores.shape[0] != forward.batch:
+        return None  # several labels per sample (tokens of a sequence): not a per-sample classification
+    if kind == "classes" and scores.dim() == 2 and target.dim() == 1 and not target.dtype.is_floating_point:
+        return scores.argmax(-1), target.long()
+    if kind == "binary" and scores.numel() == target.numel() and scores.dim() <= 2 and target.numel() == scores.shape[0]:
+        if not bool(((target == 0) | (target == 1)).all()):
+            return None
+        threshold = 0.0 if call.kind.endswith("logits") else 0.5
+        return (scores.reshape(-1) > threshold).long(), target.reshape(-1).long()
+    return None
