@@ -1,6 +1,7 @@
 """The catalogue's reference pages, generated from the registry that `kata bugs`, `kata explain` and the tests read:
-``docs/bugs.md`` (each bug, the probes it trips, the references it applies to) and ``docs/probes.md`` (each probe
-and its rule in short; the full rule is its module's docstring). Regenerate with ``python -m katas.docs``; a test
+``docs/bugs.md`` (each bug, the probes it trips, the references it applies to), ``docs/probes.md`` (each probe
+and its rule in short), and a page per bug (``docs/bugs/ID.md``) and per probe (``docs/probes/ID.md``, its rule in
+full). Regenerate with ``python -m katas.docs``; a test
 fails when the pages drift from the registry.
 """
 from __future__ import annotations
@@ -37,7 +38,7 @@ def bugs_page() -> str:
 
     lines = [GENERATED, "", "# The bug catalogue", "",
              "Each bug is one change that `kata new --bug ID` plants; `kata explain ID` shows its page (what you",
-             "observe, why it happens, how to fix it, an example).", "",
+             "observe, why it happens, how to fix it, an example), as does `docs/bugs/ID.md`.", "",
              "| id | bug | difficulty | probes it trips | applies to |", "|---|---|---|---|---|"]
     for row in bug_rows():
         probes = ", ".join(f"`{p}`" for p in row["probes"])
@@ -52,7 +53,7 @@ def probes_page() -> str:
 
     lines = [GENERATED, "", "# The probes of `kata check`", "",
              "Each probe decides from what the run did, never from the script's text. The rule in full, with its",
-             "premise and what it takes as harm, is the docstring of its module in `checker/probes/`.", "",
+             "premise and what it takes as harm, is its page `docs/probes/ID.md` (its module's docstring).", "",
              "| probe | what it checks | symptom (as a kata's report names it) | advises only |", "|---|---|---|---|"]
     for probe in PROBES:
         advises = "yes" if probe.advises else ""
@@ -60,12 +61,61 @@ def probes_page() -> str:
     return "\n".join(lines) + "\n"
 
 
-PAGES = {"bugs.md": bugs_page, "probes.md": probes_page}
+def bug_page(bug_id: str) -> str:
+    """One bug's page, ruff-style: what it is, what you observe, why it happens, how to fix it, an example."""
+    from katas.bugs import BUGS
+    from katas.catalogue import DIFFICULTIES
+
+    bug = BUGS[bug_id]
+    lines = [GENERATED, "", f"# `{bug.id}`: {bug.title}", "",
+             f"**Difficulty**: {bug.difficulty} ({DIFFICULTIES[bug.difficulty]}).", "", "## What you observe", "", bug.observe, "", "## Why it happens", "", bug.why, "", "## How to fix it", "",
+             bug.fix, "", "## How the check finds it", "",
+             "Its symptom trips " + ", ".join(f"[`{p}`](../probes/{p}.md)" for p in bug.probes) + "; a fix passes only "
+             "when every one of them passes and the script still trains.", "", "## Known limits", "",
+             f"`kata new --bug {bug.id}` refuses a script when {bug.operator.no_site}; with `--from`, also one where "
+             "no site it finds makes the symptom show.", "", "## Follow-up questions", "", *(f"- {q}" for q in bug.follow_up), ""]
+    for example in bug.operator.examples()[:1]:
+        lines += ["## Example", "", "Before:", "", "```python", example.before.strip("\n"), "```", "", "After:", "",
+                  "```python", example.after.strip("\n"), "```", ""]
+    return "\n".join(lines)
+
+
+def probe_page(probe_id: str) -> str:
+    """One probe's page: its rule in full (premise, harm, what it cannot tell), from its module's docstring."""
+    from checker.probes import BY_ID
+    from katas.bugs import BUGS
+
+    probe = BY_ID[probe_id]
+    tripped = [b.id for b in BUGS.values() if probe.id in b.probes]
+    rule = (probe.module.__doc__ or "").strip()
+    lines = [GENERATED, "", f"# `{probe.id}`: {probe.title}", "",
+             (f"**Symptom** (as a kata's report names it): {probe.symptom}. "
+              + ("**Advises only**: its findings never fail a check." if probe.advises else "")).rstrip(), "",
+             "## What it checks, its premise and what it takes as harm", "", rule, "", "## Bugs it finds", "",
+             ", ".join(f"[`{b}`](../bugs/{b}.md)" for b in tripped) if tripped else "none of the catalogue's: it guards "
+             "real scripts", ""]
+    return "\n".join(lines)
+
+
+def pages() -> dict[str, object]:
+    """Every generated page by its path under docs/, with the function that writes it."""
+    from functools import partial
+
+    from checker.probes import PROBES
+    from katas.bugs import BUGS
+
+    found: dict[str, object] = {"bugs.md": bugs_page, "probes.md": probes_page}
+    found.update({f"bugs/{b}.md": partial(bug_page, b) for b in BUGS})
+    found.update({f"probes/{p.id}.md": partial(probe_page, p.id) for p in PROBES})
+    return found
+
+
+PAGES = pages()
 
 
 def main() -> None:
-    DOCS.mkdir(exist_ok=True)
     for name, page in PAGES.items():
+        (DOCS / name).parent.mkdir(parents=True, exist_ok=True)
         (DOCS / name).write_text(page())
         print(f"wrote {DOCS / name}")
 
