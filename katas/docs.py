@@ -73,7 +73,8 @@ def bug_page(bug_id: str) -> str:
              "Its symptom trips " + ", ".join(f"[`{p}`](../probes/{p}.md)" for p in bug.probes) + "; a fix passes only "
              "when every one of them passes and the script still trains.", "", "## Known limits", "",
              f"`kata new --bug {bug.id}` refuses a script when {bug.operator.no_site}; with `--from`, also one where "
-             "no site it finds makes the symptom show.", "", "## Follow-up questions", "", *(f"- {q}" for q in bug.follow_up), ""]
+             "no site it finds makes the symptom show.", "",
+             "## Follow-up questions", "", *(f"- {q}" for q in bug.follow_up), ""]
     for example in bug.operator.examples()[:1]:
         lines += ["## Example", "", "Before:", "", "```python", example.before.strip("\n"), "```", "", "After:", "",
                   "```python", example.after.strip("\n"), "```", ""]
