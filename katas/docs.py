@@ -68,7 +68,8 @@ def bug_page(bug_id: str) -> str:
 
     bug = BUGS[bug_id]
     lines = [GENERATED, "", f"# `{bug.id}`: {bug.title}", "",
-             f"**Difficulty**: {bug.difficulty} ({DIFFICULTIES[bug.difficulty]}).", "", "## What you observe", "", bug.observe, "", "## Why it happens", "", bug.why, "", "## How to fix it", "",
+             f"**Difficulty**: {bug.difficulty} ({DIFFICULTIES[bug.difficulty]}).", "",
+             "## What you observe", "", bug.observe, "", "## Why it happens", "", bug.why, "", "## How to fix it", "",
              bug.fix, "", "## How the check finds it", "",
              "Its symptom trips " + ", ".join(f"[`{p}`](../probes/{p}.md)" for p in bug.probes) + "; a fix passes only "
              "when every one of them passes and the script still trains.", "", "## Known limits", "",
