@@ -160,7 +160,7 @@ def test_watch_rechecks_on_every_save_and_stops_on_ctrl_c(workspace):
     assert any("injected bug: fixed" in line for line in lines)
     watch.send_signal(signal.SIGINT)
     rest, _ = watch.communicate(timeout=30)
-    assert watch.returncode == 0 and "Stopped watching." in rest
+    assert watch.returncode == 0 and "Stopped watching." in rest, rest
     assert not any("\x1b[" in line for line in lines)
     assert json.loads(state_path(workspace / "broken").read_text())["katas"]["02"]["status"] == "passed"
 
