@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from checker.findings import ADVICE, ERROR, FAIL, PASS
+
 
 class BugStatus(str, Enum):
     FIXED = "fixed"
@@ -25,7 +27,7 @@ class BugStatus(str, Enum):
         return format(self.value, spec)
 
 
-FLAGGED = ("fail", "error", "advice")  # what a bug's probe shows while the bug is there
+FLAGGED = (FAIL, ERROR, ADVICE)  # what a bug's probe shows while the bug is there (Finding.flagged)
 
 
 @dataclass(frozen=True)
@@ -44,4 +46,4 @@ def status_of(probes, statuses: dict[str, str]) -> BugStatus:
     found = [statuses.get(p) for p in probes]
     if any(s in FLAGGED for s in found):
         return BugStatus.STILL_PRESENT
-    return BugStatus.FIXED if all(s == "pass" for s in found) else BugStatus.CANNOT_TELL
+    return BugStatus.FIXED if all(s == PASS for s in found) else BugStatus.CANNOT_TELL

@@ -112,11 +112,9 @@ def pages() -> dict[str, object]:
     return found
 
 
-PAGES = pages()
-
 
 def main() -> None:
-    for name, page in PAGES.items():
+    for name, page in pages().items():
         (DOCS / name).parent.mkdir(parents=True, exist_ok=True)
         (DOCS / name).write_text(page())
         print(f"wrote {DOCS / name}")

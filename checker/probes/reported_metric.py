@@ -185,11 +185,10 @@ class Observer:
             self.pending.append((len(session.forwards), in_pass, line.strip()[:MAX_TEXT], found))
 
     def summary(self) -> Observation:
-        scorer = self.scores
         obs = Observation(prints=self.prints, dropped=self.dropped)
         forwards = self.session.forwards
         phases = [self.session.phase(f) for f in forwards]
-        rows = {i: row for i, row in scorer.scored.items() if row["total"] and scorer.usable(row)}
+        rows = {i: row for i, row in self.scores.scored.items() if row["total"] and self.scores.usable(row)}
         obs.evaluations = sum(1 for i in rows if phases[i] == "eval")
         evaluated = [i for i in range(len(forwards)) if phases[i] == "eval"]
         blocks = [(group[0], group[-1] + 1, [rows[i] for i in group if i in rows])

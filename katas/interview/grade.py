@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from checker.expectation import BugStatus
+from checker.expectation import BugStatus, Expectation
 from katas.bugs import BUGS
 from katas.interview import marker
 from katas.interview.documents import KEY_SCHEMA, SCRIPT
@@ -75,8 +75,6 @@ def minutes_taken(script: Path, key_dir: Path) -> float | None:
 
 def expectation(key: dict):
     """What the candidate's script must show: every planted bug's probes pass."""
-    from checker.expectation import Expectation
-
     return Expectation(frozenset(probe for b in key["bugs"] for probe in BUGS[b["id"]].probes),
                        subject="the planted bugs' symptoms")
 
