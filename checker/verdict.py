@@ -243,6 +243,7 @@ def _judge_ranks(report: Report, ranks: list[RankRun], parent: dict | None = Non
         return _set(report, Verdict.SCRIPT_FAILED, f"no training was observed on rank {idle[0]}: it never "
                     "called backward() or updated a parameter")
     grouped = any(f.rank is not None for f in facts)  # ranks of a process group, not independent workers
+    parent_facts = RunFacts.from_json(parent["facts"]) if parent is not None and "facts" in parent else None
     for probe in PROBES:
         if probe.judge_ranks is not None:
             broken = next(filter(None, (_unobserved(probe, r.record, f) for r, f in zip(ranks, facts))), None)
@@ -257,7 +258,12 @@ def _judge_ranks(report: Report, ranks: list[RankRun], parent: dict | None = Non
             findings = [_judged(probe, r.record, f) for r, f in zip(ranks, facts)]
             if probe.id == "health" and not grouped:
                 findings = [shared_start(f, findings) for f in findings]
-            report.findings.append(merged(findings, "rank" if grouped else "process"))
+            labels = [f"{'rank' if grouped else 'process'} {i}" for i in range(len(findings))]
+            if not grouped and parent_facts is not None and probe.id != "health":  # the workers trained; what
+                own = _judged(probe, parent, parent_facts)  # the main process did itself (evaluate the shared
+                if own.status != NOT_APPLICABLE:  # model after they joined) is judged too
+                    findings, labels = [*findings, own], [*labels, "the main process"]
+            report.findings.append(merged(findings, "rank" if grouped else "process", labels))
     return _conclude(report, expect)
 
 
@@ -277,18 +283,22 @@ def shared_start(finding: Finding, every: list[Finding]) -> Finding:
                    "; ".join(p.message for p in failed) if failed else "the script trains and learns", parts=parts)
 
 
-def merged(findings: list[Finding], unit: str = "rank") -> Finding:
-    """One probe's findings on every rank (or worker process), as one: the worst, naming those it was found on."""
+def merged(findings: list[Finding], unit: str = "rank", labels: list[str] | None = None) -> Finding:
+    """One probe's findings on every rank (or worker process), as one: the worst, naming those it was found on
+    (``labels``: each finding's process, when not ``unit`` and its number)."""
     worst = max(findings, key=lambda f: SEVERITY.get(f.status, 0))
     if worst.status in (PASS, NOT_APPLICABLE):
         return worst
     where = [rank for rank, f in enumerate(findings) if f.status == worst.status]
+    numbered = labels is None or all(labels[i] == f"{unit} {i}" for i in where)
     if len(where) == 1:
-        label = f"{unit} {where[0]}"
+        label = f"{unit} {where[0]}" if numbered else labels[where[0]]
     elif len(where) == len(findings):
         label = f"every {unit}"
-    else:
+    elif numbered:
         label = ("processes " if unit == "process" else f"{unit}s ") + ", ".join(map(str, where))
+    else:
+        label = ", ".join(labels[i] for i in where)
     return Finding(worst.probe, worst.title, worst.status, worst.measured, worst.threshold,
                    f"{label}: {worst.message}", worst.series, worst.parts,
                    f"{label}: {worst.symptom}" if worst.symptom else "")

@@ -482,3 +482,22 @@ def test_hogwild_workers_are_observed_each_as_a_process_and_never_compared_as_re
     assert statuses[0]["rank-params"]["status"] == "n/a" and "process group" in statuses[0]["rank-params"]["message"]
     assert statuses[1]["grads-accumulate"]["status"] == FAIL
     assert statuses[1]["grads-accumulate"]["message"].startswith("every process: ")
+
+
+def test_hogwild_evaluation_the_main_process_runs_after_the_workers_join_is_judged(tmp_path):
+    """The workers train the shared model; the main process evaluates it after they join. That evaluation, with
+    dropout left on, fails eval-mode, named as the main process's; with model.eval() before it, it passes."""
+    template = HOGWILD.format(reset="optimizer.zero_grad()", method="fork").replace(
+        "nn.ReLU(), nn.Linear(16, 2)", "nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 2)").replace(
+        "    with torch.no_grad():\n", "    {evaluate}\n    with torch.no_grad():\n")
+    scripts = {evaluate: tmp_path / f"hogwild_{name}.py" for name, evaluate in (("train_mode", "pass"),
+                                                                                ("eval", "model.eval()"))}
+    for evaluate, path in scripts.items():
+        path.write_text(template.replace("{evaluate}", evaluate))
+    reports = {evaluate: json.loads(CliRunner().invoke(main, ["check", "--json", str(path)]).output)
+               for evaluate, path in scripts.items()}
+    statuses = {evaluate: {p["probe"]: p for p in r["probes"]} for evaluate, r in reports.items()}
+    assert [reports[e]["exit_code"] for e in ("pass", "model.eval()")] == [1, 0], [r["problem"] for r in reports.values()]
+    assert statuses["pass"]["eval-mode"]["status"] == FAIL
+    assert statuses["pass"]["eval-mode"]["message"].startswith("the main process: ")
+    assert statuses["model.eval()"]["eval-mode"]["status"] == PASS

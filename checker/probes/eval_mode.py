@@ -14,9 +14,13 @@ one (a recurrent state carried from step to step, a decoder fed by its encoder:
 text sampled from the model, a translation decoded), or every forward of it ran
 on one sample (a prompt, a starting letter: sampling one step at a time),
 no loss function was called on its outputs and none of its forwards ran on a
-labelled DataLoader batch. Every other run is taken as a validation, whose loss or
-accuracy dropout and batch statistics make noisy and biased: dropout or batch
-statistics there fail. In generation no measured result is harmed, and the
+labelled DataLoader batch. A run is also generation when no loss took its outputs
+and every model in it is one whose outputs no loss ever took directly, while losses
+were computed on other models' outputs: a GAN's generator, an encoder, whose outputs
+only feed another model in training, run on their own (a grid of samples from fixed
+noise, drawn inside the training loop). Every other run is taken as a validation,
+whose loss or accuracy dropout and batch statistics make noisy and biased: dropout
+or batch statistics there fail. In generation no measured result is harmed, and the
 randomness may be meant (a char-RNN that samples with dropout on for variety):
 advice.
 """
@@ -39,13 +43,14 @@ class Observation:
     forwards: int = 0  # evaluation forwards that ran dropout or batch-norm
     active: int = 0  # ... with either in training behaviour, in scored runs (a loss or labels judged their outputs)
     active_per_pass: list[int] = field(default_factory=list)
-    unscored: int = 0  # ... with either in training behaviour, in generation (see ``generation``), nothing scored
+    unscored: int = 0  # ... with either in training behaviour, in generation (see the module docstring), nothing scored
 
 
 class Observer:
     def __init__(self, session):
         self.session = session
         self.scored: set[int] = set()  # indices of forwards whose outputs a loss took, or that ran on labelled batches
+        self.losses: set[int] = set()  # ids of the models whose outputs a loss took (in any phase)
         session.on(Event.FORWARD, ID, self.on_forward)
         session.on(Event.LOSS, ID, self.on_loss)
 
@@ -55,14 +60,22 @@ class Observer:
 
     def on_loss(self, call) -> None:
         if call.forward is not None:
+            self.losses.add(self.session.forwards[call.forward].module)
             self.scored.add(call.forward)
 
     def summary(self) -> Observation:
         runs = [part for run in blocks(self.session, "eval") for part in by_pass(run)]
-        judged = [any(f.index in self.scored for f in run) or not generation(run) for run in runs]
+        judged = [not self.feeders_only(run) and (any(f.index in self.scored for f in run) or not generation(run))
+                  for run in runs]
         per_pass = [sum("active" in f.modes for f in run) for run, scored in zip(runs, judged) if scored]
         unscored = sum("active" in f.modes for run, scored in zip(runs, judged) if not scored for f in run)
         return Observation(sum(len(run) for run in runs), sum(per_pass), per_pass, unscored)
+
+
+    def feeders_only(self, run: list) -> bool:
+        """Whether losses were computed, no loss took this run's outputs, and no loss ever took an output of a
+        model in it directly (a GAN's generator, an encoder: its outputs only feed another model)."""
+        return bool(self.losses) and all(f.module not in self.losses for f in run)
 
 
 def by_pass(run: list) -> list[list]:
@@ -100,7 +113,8 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
                                 "the other samples of their batch: two evaluations of the same weights can disagree")
     if obs.unscored:
         seen = (f"dropout or batch-norm behaved as in training in {obs.unscored} of {obs.forwards} evaluation forwards, "
-                "generating (chained output to input, or one sample at a time), whose outputs no loss or label scored")
+                "generating (chained output to input, one sample at a time, or a model whose outputs only ever "
+                "fed another model, run on its own), whose outputs no loss or label scored")
         return Finding(ID, TITLE, ADVICE, f"{obs.unscored} of {obs.forwards} forwards", threshold,
                        f"{seen} (sampling, decoding): no measured result depends on them, and randomness "
                        "while sampling may be meant; if it is not, call model.eval() before them", series,
