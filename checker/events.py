@@ -27,6 +27,8 @@ event               arguments
                     before: its step count, ``last_epoch``, before the call)
 ``PARAM_GROUP``     ``(optimizer, group)``: a parameter group as the script gave it, before the optimizer fills in
                     its defaults
+``GROUP_ADDED``     ``(optimizer, group)``: the same group as the optimizer holds it, right after it was added
+                    (its ``params`` a list)
 ``SAVE``            ``(obj, f)``: what ``torch.save`` just wrote, and where
 ``LOAD_STATE``      ``(module, state_dict, result)``: a ``Module.load_state_dict`` call that just returned
 ``PRINT``           the text a ``print`` call just wrote
@@ -62,6 +64,7 @@ class Event(enum.Enum):
     SCHEDULER = "scheduler"
     SCHEDULER_STEP = "scheduler-step"
     PARAM_GROUP = "param-group"
+    GROUP_ADDED = "group-added"
     SAVE = "save"
     LOAD_STATE = "load-state"
     PRINT = "print"

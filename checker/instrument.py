@@ -157,6 +157,7 @@ class Instrumentation:
             session.emit(Event.PARAM_GROUP, optimizer, param_group)
             original(optimizer, param_group)
             session.add_optimizer(optimizer)
+            session.emit(Event.GROUP_ADDED, optimizer, optimizer.param_groups[-1])
 
         self._patch(torch.optim.Optimizer, "add_param_group", add_param_group)
 

@@ -49,6 +49,12 @@ passes that reach a parameter, then every 8th, until one depends on the data
   extractor feeding a trained head, a teacher) is not inside a forward that
   started with gradients on; a block recomputed by reentrant activation
   checkpointing runs under ``no_grad`` but receives its gradient in the backward.
+* advice: a loaded parameter that an optimizer was given while it required
+  grad, and that required none when it ran in training: frozen after the
+  optimizer was built to train it. The script said both "train this" and
+  "freeze this"; its values are pretrained, so no harm shows, but whichever was
+  meant, the other is a mistake (freeze before building the optimizer, and give
+  it only what requires grad).
 * cannot tell: such a parameter's values when it first ran in training differ from
   those it was built with, and no load was seen: pretrained values copied in
   (``weight.data.copy_(vectors)``, a parameter replaced by a new one), a model
@@ -81,13 +87,14 @@ forward.
 """
 from __future__ import annotations
 
+import itertools
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 from checker.events import Event
 from checker.facts import RunFacts
-from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
+from checker.findings import ADVICE, CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
 
 ID = "gradient-flow"
 TITLE = "gradient reaches every layer"
@@ -111,6 +118,8 @@ class Observation:
     built_frozen: int = 0  # ... registered with requires_grad=False
     loaded: int = 0  # ... loaded before they first ran in training
     moved: int = 0  # ... whose values changed during the run without a gradient
+    flipped: list[str] = field(default_factory=list)  # ... loaded, given to an optimizer while they required grad,
+    # frozen (requires_grad=False) by the time they ran in training
 
 
 @dataclass
@@ -138,10 +147,13 @@ class Observer:
         self.pending_outside: dict[int, set[int]] = {}  # forward index -> parameters that ran in it without
         self.ran: set[int] = set()  # parameters that ran in a training forward with autograd
         self.outside: set[int] = set()  # ... without autograd
-        self.snapshots: dict[int, tuple[bool, Any]] = {}  # parameter -> (loaded, first values) at a run outside
-        self.first_use: dict[int, tuple[bool, Any]] = {}  # ... at its first run outside autograd in training
+        self.snapshots: dict[int, tuple[bool, Any, bool]] = {}  # parameter -> (loaded, first values, requires_grad)
+        self.first_use: dict[int, tuple[bool, Any, bool]] = {}  # ... at a run outside autograd / the first in training
+        self.given: dict[int, Any] = {}  # parameter id -> weak reference: given to an optimizer while it required grad
         self.seen: dict[int, set[int]] = {}  # forward index -> modules already read in it (x2, +1 with autograd)
-        self.owner: dict[int, int] = {}  # parameter id -> id of the module it ran in
+        self.owner: dict[int, int] = {}  # parameter id -> serial of the module it ran in
+        self.serials: dict[int, tuple[Any, int]] = {}  # module id -> (weak reference, serial): ids get reused
+        self.next_serial = itertools.count()
         self.modules: set[int] = set()  # top-level modules whose parameters are named
         self.names: dict[int, tuple[int, str]] = {}  # parameter id -> (size of the model named from, "model.head.1.weight")
         self.origins: dict[int, Origin] = {}
@@ -157,6 +169,7 @@ class Observer:
         session.on(Event.INIT, ID, self.on_init)
         session.on(Event.LOAD_STATE, ID, self.on_load)
         session.on(Event.PRETRAINED, ID, self.on_pretrained)
+        session.on(Event.GROUP_ADDED, ID, self.on_group)
 
     # -- where values come from ---------------------------------------------------
     def head(self, p) -> Any:
@@ -187,11 +200,21 @@ class Observer:
     def on_register(self, module, name: str, param) -> None:
         if param is None:
             return
+        if self.origin(param) is None:  # not one already known (a tied weight registered on a second module)
+            self.forget(id(param))
         before = module._parameters.get(name)
         if before is not None and before is not param:  # a replacement: its values come from outside
             self.origins[id(param)] = Origin(weakref.ref(param), None, not param.requires_grad)
             return
         self.built(param)
+
+    def forget(self, pid: int) -> None:
+        """A parameter being registered may reuse the id of one that no longer exists (a pretraining model thrown
+        away): what was known under that id is not known of it."""
+        for known in (self.reached, self.graded, self.ran, self.outside):
+            known.discard(pid)
+        for known in (self.tested, self.owner, self.first_use, self.snapshots, self.given, self.names):
+            known.pop(pid, None)
 
     def on_attach(self, parent, name: str, module) -> None:
         if module is not None:
@@ -220,6 +243,11 @@ class Observer:
     def on_pretrained(self, module) -> None:
         for p in module.parameters():
             self.mark_loaded(p)
+
+    def on_group(self, optimizer, group) -> None:
+        for p in group["params"]:
+            if p.requires_grad:
+                self.given[id(p)] = weakref.ref(p)
 
     def mark_loaded(self, p) -> None:
         found = self.origin(p)
@@ -272,8 +300,13 @@ class Observer:
             return
         seen.add(key)
         params = [p for p in module._parameters.values() if p is not None and p.numel()]  # an empty parameter
-        for p in params:  # (``nn.Parameter(torch.empty(0))``, kept to read the device) has no gradient to receive
-            self.owner.setdefault(id(p), id(module))
+        if params:  # (``nn.Parameter(torch.empty(0))``, kept to read the device) has no gradient to receive
+            ref, serial = self.serials.get(id(module), (None, 0))
+            if ref is None or ref() is not module:
+                serial = next(self.next_serial)
+                self.serials[id(module)] = (weakref.ref(module), serial)
+            for p in params:
+                self.owner.setdefault(id(p), serial)
         if grad:
             self.pending.setdefault(forward.index, set()).update(id(p) for p in params if p.requires_grad)
         if not forward.grad:
@@ -284,7 +317,7 @@ class Observer:
             for p in off:
                 if id(p) not in self.first_use and id(p) not in self.snapshots:
                     found = self.origin(p)
-                    self.snapshots[id(p)] = (found is not None and found.loaded, self.head(p))
+                    self.snapshots[id(p)] = (found is not None and found.loaded, self.head(p), p.requires_grad)
 
     def on_update(self, update) -> None:
         self._settle()
@@ -328,7 +361,8 @@ class Observer:
         took_part = self.ran & trained
         starved = took_part - reached
         outside = {pid: p for pid, p in held.items() if pid in self.outside and pid not in self.ran}
-        kinds: dict[str, list[int]] = {"initial": [], "replaced": [], "built_frozen": [], "loaded": [], "moved": []}
+        kinds: dict[str, list[int]] = {"initial": [], "replaced": [], "built_frozen": [], "loaded": [], "moved": [],
+                                       "flipped": []}
         for pid, p in outside.items():
             if pid not in reached:
                 kinds[self.kind(pid, p)].append(pid)
@@ -336,16 +370,17 @@ class Observer:
             self.name_from_script_globals()
         return Observation(len(took_part), self.named(starved), len(outside), self.named(kinds["initial"]),
                            self.named(kinds["replaced"]), len(kinds["built_frozen"]), len(kinds["loaded"]),
-                           len(kinds["moved"]))
+                           len(kinds["moved"]), self.named(kinds["flipped"]))
 
     def kind(self, pid: int, p) -> str:
         """Why a trained parameter ran in training only outside autograd, as far as its values tell."""
         found = self.origin(p)
         if found is not None and found.built_frozen:
             return "built_frozen"
-        loaded, first = self.first_use.get(pid, (False, None))
+        loaded, first, required = self.first_use.get(pid, (False, None, True))
         if loaded:
-            return "loaded"
+            given = self.given.get(pid)
+            return "flipped" if not required and given is not None and given() is p else "loaded"
         if pid not in self.graded and first is not None and not self.same(self.head(p), first):
             return "moved"
         if found is not None and self.same(found.head, first):
@@ -423,6 +458,16 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
                        "can a deliberate freeze from a mistaken one" + _deliberate(obs),
                        observed=f"{n} of {total} trained parameter tensors ran in training but never received a "
                                 f"gradient ({_shown(obs.replaced)}); their values were set after they were built")
+    if obs.flipped:
+        n = len(obs.flipped)
+        return Finding(ID, TITLE, ADVICE, f"{n} of {total} tensors", threshold,
+                       f"{n} trained parameter tensors loaded before training ({_shown(obs.flipped)}) were given to an "
+                       "optimizer while they required grad, then ran in training with requires_grad off and never "
+                       "learned: frozen after the optimizer was built to train them. If the freeze is meant, freeze "
+                       "before building the optimizer and give it only what requires grad; if not, remove it"
+                       + _deliberate(obs),
+                       observed=f"{n} of {total} trained parameter tensors ran in training but never received a "
+                                f"gradient ({_shown(obs.flipped)}); they keep their loaded values")
     return Finding(ID, TITLE, PASS, measured, threshold,
                    "every trained parameter that ran received a gradient that depends on the data" + _deliberate(obs),
                    observed="every trained parameter that ran received a gradient that depends on the data")
