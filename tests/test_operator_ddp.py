@@ -97,8 +97,14 @@ def test_save_unguards_rank_zero_tests(guard):
     assert planted("ddp-save", source) == head + "torch.save(state, path)\nprint('saved')\n"
 
 
+def test_save_drops_only_the_rank_test_from_a_guard_that_tests_more():
+    for guard in ("rank == 0 and epoch % 5 == 0", "epoch % 5 == 0 and rank == 0"):
+        source = f"rank = dist.get_rank()\nif {guard}:\n    torch.save(state, path)\n"
+        assert planted("ddp-save", source) == "rank = dist.get_rank()\nif epoch % 5 == 0:\n    torch.save(state, path)\n"
+
+
 def test_save_leaves_other_guards_alone():
-    for guard in ("rank == 0 and epoch % 5 == 0", "epoch == 0", "rank == 1"):
+    for guard in ("epoch == 0", "rank == 1", "epoch == 0 and step == 1"):
         assert found("ddp-save", f"if {guard}:\n    torch.save(state, path)\n") == []
     assert found("ddp-save", "if rank == 0:\n    torch.save(state, path)\nelse:\n    wait()\n") == []
     assert found("ddp-save", "if rank == 0:\n    print(state)\n") == []

@@ -27,9 +27,21 @@ def divided(ctx: Context, expr: cst.BaseExpression) -> bool:
             and accumulation_count(ctx, expr.right))
 
 
+def last_assignment(lines: list[cst.CSTNode], name: str) -> cst.SimpleStatementLine | None:
+    """The last ``name = ...`` line among ``lines``, looking into the ``with`` blocks among them (``with autocast():``
+    runs its body once, in line)."""
+    for line in reversed(lines):
+        if single_name_target(line) == name:
+            return line
+        if isinstance(line, cst.With) and (found := last_assignment(list(line.body.body), name)) is not None:
+            return found
+    return None
+
+
 class SumMicroBatches(Operator):
     """Drop the division by the accumulation count: in ``scaler.scale(loss / ACCUM).backward()``,
-    ``(loss / ACCUM).backward()``, or a ``loss = loss / ACCUM`` line before the backward."""
+    ``(loss / ACCUM).backward()``, or a ``loss = loss / ACCUM`` line before the backward (also inside a ``with``
+    block before it: ``with autocast(): ...``)."""
 
     no_site = "it does not divide the loss by a gradient-accumulation count before the backward pass"
 
@@ -51,13 +63,11 @@ class SumMicroBatches(Operator):
                 block = ctx.parents.get(statement)
                 if not isinstance(block, BLOCKS):
                     continue
-                earlier = list(block.body)[:list(block.body).index(statement)]
-                for line in reversed(earlier):
-                    if single_name_target(line) == value.value:
-                        assign = line.body[0]
-                        if divided(ctx, assign.value) and ctx.code(assign.value.left) == value.value:
-                            found.append(Site(f"accum-scale:{ctx.where(call)}:{ctx.code(line)}", line))
-                        break
+                line = last_assignment(list(block.body)[:list(block.body).index(statement)], value.value)
+                if line is not None:
+                    assign = line.body[0]
+                    if divided(ctx, assign.value) and ctx.code(assign.value.left) == value.value:
+                        found.append(Site(f"accum-scale:{ctx.where(call)}:{ctx.code(line)}", line))
         return found
 
     def mutate(self, ctx: Context, site: Site):

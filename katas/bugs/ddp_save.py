@@ -11,7 +11,7 @@ from katas.bugs.ddp_set_epoch import held
 from katas.bugs.val_grad import body_in_place
 from katas.catalogue import Bug
 from katas.engine.context import Context, Role
-from katas.engine.operator import Example, Operator, Site
+from katas.engine.operator import Example, Operator, Site, rewrite
 from katas.engine.tree import find, method
 
 RANK, MAIN = "rank", "main"
@@ -85,8 +85,9 @@ def is_zero(expr: cst.BaseExpression) -> bool:
 def main_test(ctx: Context, test: cst.BaseExpression, rank: Holders, flags: Holders | None = None,
               follow: bool = True) -> Role:
     """Whether ``test`` holds on rank 0 only: ``rank == 0``, ``not rank``, ``rank in (-1, 0)``, ``not ddp or
-    rank == 0``, a name or ``self`` attribute holding such a test (``flags``), a function of the file returning
-    one (``follow``); as a guess, a name like ``is_main`` or ``master_process`` (also called: ``is_main_process()``)."""
+    rank == 0``, ``rank == 0 and epoch % every == 0``, a name or ``self`` attribute holding such a test (``flags``),
+    a function of the file returning one (``follow``); as a guess, a name like ``is_main`` or ``master_process``
+    (also called: ``is_main_process()``)."""
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         other = test.comparisons[0]
         if isinstance(other.operator, cst.Equal) and (is_zero(other.comparator) or is_zero(test.left)):
@@ -97,7 +98,7 @@ def main_test(ctx: Context, test: cst.BaseExpression, rank: Holders, flags: Hold
         return Role(None)
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         return rank_of(ctx, test.expression, rank)
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+    if isinstance(test, cst.BooleanOperation):  # ``not ddp or rank == 0``; ``rank == 0 and step % every == 0``
         left = main_test(ctx, test.left, rank, flags, follow)
         return left if left.kind else main_test(ctx, test.right, rank, flags, follow)
     if isinstance(test, cst.Call) and not test.args:
@@ -122,8 +123,10 @@ def main_flags(ctx: Context, rank: Holders) -> Holders:
 
 class SaveOnEveryRank(Operator):
     """Remove the rank-0 guard (``if rank == 0:``, ``if dist.get_rank() == 0:``, ``if self.is_main:`` ...) around
-    a block that calls ``torch.save``: its body takes its place, dedented. Not a guard with an ``else``, nor an
-    ``elif``. A guard known only by its names (``rank``, ``is_main``) is a guess."""
+    a block that calls ``torch.save``, there or in a function or method of the file it calls: its body takes its
+    place, dedented; from a guard that also tests something else (``if rank == 0 and epoch % every == 0:``), only
+    the test for rank 0 goes. Not a guard with an ``else``, nor an ``elif``. A guard known only by its names
+    (``rank``, ``is_main``) is a guess."""
 
     no_site = "it never guards a torch.save() with a test for rank 0"
 
@@ -135,7 +138,7 @@ class SaveOnEveryRank(Operator):
         found = []
         for node in ctx.all(cst.If):
             if node.orelse is not None or isinstance(ctx.parents.get(node), cst.If) \
-                    or not any(ctx.is_call_to(c, *SAVE) for c in ctx.calls(node.body)):
+                    or not any(ctx.is_call_to(c, *SAVE) for c in ctx.runs(node.body)):
                 continue
             role = main_test(ctx, node.test, rank, flags)
             if role.kind:
@@ -143,6 +146,11 @@ class SaveOnEveryRank(Operator):
         return found
 
     def mutate(self, ctx: Context, site: Site) -> cst.Module:
+        test = site.node.test
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+            rank = ranks(ctx)
+            kept = test.right if main_test(ctx, test.left, rank, main_flags(ctx, rank)).kind else test.left
+            return rewrite(ctx.module, {site.node: lambda node: node.with_changes(test=kept)})
         return body_in_place(ctx, site.node)
 
     def examples(self) -> list[Example]:

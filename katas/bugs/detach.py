@@ -51,6 +51,24 @@ def picked(ctx: Context, call: cst.Call) -> cst.BaseExpression:
     return parent if isinstance(parent, cst.Subscript) and parent.value is call else call
 
 
+def unpacked_output(statement: cst.CSTNode) -> str | None:
+    """``out`` for a line ``out, state = self.rnn(x)`` (a recurrent layer's output sequence, then its state), else
+    None."""
+    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+        assign = statement.body[0]
+        if isinstance(assign, cst.Assign) and len(assign.targets) == 1 \
+                and isinstance(assign.targets[0].target, cst.Tuple) and assign.targets[0].target.elements:
+            first = assign.targets[0].target.elements[0].value
+            return first.value if isinstance(first, cst.Name) else None
+    return None
+
+
+def unpacked_site(ctx: Context, call: cst.Call) -> cst.SimpleStatementLine | None:
+    """The line ``out, state = <call>`` when ``call`` is its whole value."""
+    statement = ctx.statement(call)
+    return statement if unpacked_output(statement) and statement.body[0].value is call else None
+
+
 def calls_tied(call: cst.Call, tied: set[str]) -> bool:
     return isinstance(call.func, cst.Attribute) and is_self_attribute(call.func) and call.func.attr.value in tied
 
@@ -69,7 +87,7 @@ def tied_submodules(cls: cst.ClassDef) -> set[str]:
 
 class DetachBranch(Operator):
     """In a module's ``forward`` (or a method of the module it calls), detach the output of a submodule that
-    feeds another submodule.
+    feeds another submodule (unpacked from a tuple, ``out, state = self.rnn(x)``: ``out``, on the next line).
 
     Not the output of a submodule whose weight is tied to another's (``self.head.weight = self.emb.weight``): the
     shared matrix still learns through its other use, so no layer keeps its initial weights, which is what this
@@ -84,8 +102,8 @@ class DetachBranch(Operator):
             for function in called_from_forward(methods):
                 calls = [c for c in submodule_calls(function) if c.func.attr.value not in methods]
                 calls += looped_submodule_calls(function)
-                sites += [Site(f"detach:{ctx.where(c)}:{ctx.code(c)}", picked(ctx, c)) for c in calls
-                          if self.feeds_submodule(ctx, c, calls, function) and not calls_tied(c, tied)]
+                sites += [Site(f"detach:{ctx.where(c)}:{ctx.code(c)}", unpacked_site(ctx, c) or picked(ctx, c))
+                          for c in calls if self.feeds_submodule(ctx, c, calls, function) and not calls_tied(c, tied)]
         return sites
 
     @staticmethod
@@ -95,7 +113,7 @@ class DetachBranch(Operator):
         if any(a in calls for a in ctx.ancestors(call)):
             return True
         statement = ctx.statement(call)
-        name = single_name_target(statement)
+        name = single_name_target(statement) or unpacked_output(statement)
         if name is None:
             return False
         body = list(function.body.body)
@@ -104,6 +122,12 @@ class DetachBranch(Operator):
         return any(names(c, name) for s in later for c in find(s, cst.Call) if c in calls)
 
     def mutate(self, ctx: Context, site: Site):
+        if isinstance(site.node, cst.SimpleStatementLine):  # out, state = self.rnn(x): detach out on the next line
+            name = unpacked_output(site.node)
+            block = ctx.parents[site.node]
+            index = list(block.body).index(site.node) + 1
+            cut = cst.parse_statement(f"{name} = {name}.detach()\n")
+            return rewrite(ctx.module, {block: lambda b: b.with_changes(body=[*b.body[:index], cut, *b.body[index:]])})
         return rewrite(ctx.module, {site.node: lambda call: cst.Call(func=cst.Attribute(value=call, attr=cst.Name("detach")))})
 
     def examples(self) -> list[Example]:
