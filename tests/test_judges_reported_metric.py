@@ -28,7 +28,10 @@ def read(text: str) -> list[tuple[str, bool]]:
     ("top5_acc 0.99 acc@5 0.99 top-5 acc 0.99 acc5 0.99", []),
     ("balanced accuracy 0.9 macro_acc 0.9 per-class acc 0.9 train acc 0.9 Train Acc 0.9", []),
     ("acc_steps 4 grad_acc 4 accumulate 4 accelerator 1", []),
-    ("Accuracy of the network on the 10000 test images: 96 %", []),
+    ("Accuracy of the network on the 10000 test images: 96 %", [("96 %", False)]),
+    ("Accuracy for class: plane is 45.2 %", []),
+    ("accuracy went up | loss: 0.3", []),
+    ("Accuracy (train): 0.9", []),
     ("epoch 3 loss 0.1 f1 0.93 acc 0.95", [("0.95", False)]),
 ])
 def test_what_is_read_as_an_accuracy(text, expected):
@@ -45,6 +48,18 @@ def test_a_reading_stands_for_a_fraction_or_a_percentage_within_its_printed_prec
     full, = readings("val_accuracy: 0.9599999785423279")  # a float32 mean printed in full
     assert full["values"][0][1] == reported_metric.FLOOR
     assert readings("acc 0.95/0.97")[0]["values"][0][0] == 0.95  # two figures side by side, not a count
+
+
+def test_a_whole_number_also_stands_for_a_truncated_percentage():
+    """``100 * correct // total`` prints 96 for 96.9 %: a whole number matches from half a unit below it to one
+    unit above."""
+    truncated, = readings("Accuracy of the network on the test images: 96 %")
+    (centre, tolerance), = truncated["values"]
+    assert centre - tolerance == pytest.approx(0.955) and centre + tolerance == pytest.approx(0.97)
+    assert judge(report("Accuracy of the network on the test images: 96 %",
+                        [candidate(0.968, 484, 500)])).status == PASS
+    assert judge(report("Accuracy of the network on the test images: 96 %",
+                        [candidate(0.972, 486, 500)])).status == FAIL
 
 
 def candidate(accuracy, correct=None, total=None, what="evaluation"):

@@ -12,8 +12,11 @@ percentage (``97.2%``) or a count ``N/M``, and a parenthesised value right after
 it (``Accuracy: 475/500 (95%)``). Not read: labels that, with the words right
 before them, name another statistic (top-k for k > 1: ``acc5``, ``acc@5``,
 ``top-5 acc``; balanced, macro, weighted or per-class accuracy; training
-accuracy), ``acc`` as part of another word (``acc_steps``, ``grad_acc``), and a
-label followed by words (``Accuracy of the network on ...: 96 %``). A label
+accuracy), ``acc`` as part of another word (``acc_steps``, ``grad_acc``). A label
+followed by a phrase and a colon is read after the colon (``Accuracy of the
+network on the 10000 test images: 96 %``) unless the phrase names another
+statistic (``Accuracy for class: plane is 45.2 %``), holds another accuracy label
+or punctuation that separates items (``acc went up | loss: 0.3``). A label
 qualified as the best or maximum so far (``best acc``) is a *best* reading.
 
 Each print is placed on the run's timeline (:mod:`checker.session`). It is *tied*
@@ -31,8 +34,9 @@ best reading's candidates are the accuracies of every evaluation pass until then
 and 0 (a best not yet set).
 
 Rule. A reading *matches* a candidate a when |value - a| is at most half a unit of
-its last printed digit (at least 1e-5: float32 sums and means printed in full); a
-bare number matches as a fraction or as a percentage. A tied print *disagrees*
+its last printed digit (at least 1e-5: float32 sums and means printed in full), or,
+for a whole number, when a is up to one unit above it (a percentage truncated:
+``100 * correct // total``); a bare number matches as a fraction or as a percentage. A tied print *disagrees*
 when one of its readings matches no candidate. The probe fails when a print
 disagrees and each of its evaluation passes ran exactly one scored forward per
 batch; it cannot tell when only prints whose evaluation ran several scored
@@ -85,6 +89,7 @@ PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 VALUE = re.compile(rf"""['"]?\s*[:=]?\s*(?:[A-Za-z_][\w.]*\()?\s*(?P<num>{NUMBER})(?:\s*/\s*(?P<den>\d+)(?![\d.]))?"""
                    rf"""(?P<pct>\s*%)?\)?""")
+PHRASE = re.compile(r"[^:|;,=()\[\]{}\n]{1,80}?:")  # ``of the network on the 10000 test images:``
 ASIDE = re.compile(rf"""\s*\(\s*(?P<num>{NUMBER})(?:\s*/\s*(?P<den>\d+)(?![\d.]))?(?P<pct>\s*%)?\s*\)""")
 
 
@@ -125,9 +130,22 @@ def reading(match: re.Match) -> list[list[float]]:
     mantissa, _, exponent = text.lower().partition("e")
     decimals = len(mantissa.partition(".")[2]) - (int(exponent) if exponent else 0)
     half = 0.5 * 10.0 ** -decimals
-    if percent:
-        return [[value / 100, max(half / 100, FLOOR)]]
-    return [[value, max(half, FLOOR)], [value / 100, max(half / 100, FLOOR)]]
+    centre, tolerance = (value, half) if "." in mantissa or exponent else (value + half / 2, 1.5 * half)  # whole:
+    if percent:  # rounded, or truncated (from value - half to value + 1)
+        return [[centre / 100, max(tolerance / 100, FLOOR)]]
+    return [[centre, max(tolerance, FLOOR)], [centre / 100, max(tolerance / 100, FLOOR)]]
+
+
+def after_phrase(text: str, start: int) -> re.Match | None:
+    """The value after ``: `` when an accuracy label is followed by a phrase and a colon (``Accuracy of the network
+    on the test images: 96 %``), unless the phrase names another statistic or holds another accuracy label."""
+    phrase = PHRASE.match(text, start)
+    if phrase is None or not phrase.group()[:-1].strip():
+        return None
+    parts = [p for w in WORD.findall(phrase.group()) for p in parts_of(w)]
+    if other_statistic(parts) or ACCURACY_WORDS & set(parts):
+        return None
+    return VALUE.match(text, phrase.end())
 
 
 def readings(text: str) -> list[dict]:
@@ -138,7 +156,7 @@ def readings(text: str) -> list[dict]:
     for word in WORD.finditer(text):
         if text[end:word.start()].strip():
             before = []
-        match = VALUE.match(text, word.end())
+        match = VALUE.match(text, word.end()) or after_phrase(text, word.end())
         kind = accuracy_label(word.group(), before[-QUALIFIERS:]) if match else None
         if kind:
             found += [{"label": word.group(), "text": m.group().strip(" :='\"").strip(), "values": values,
