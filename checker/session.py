@@ -14,12 +14,10 @@ fed forwards that a backward pass reached, or updates happened while it was bein
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import math
 import os
 import time
-import types
 import weakref
 from collections import OrderedDict, defaultdict
 from collections.abc import Iterator
@@ -34,10 +32,14 @@ from checker.events import Event, Forward, LossCall, Pass, Update
 from checker.facts import PassFacts, RunFacts
 from checker.params import ParamWatch, total_norm
 from checker.patches import Patches
+from checker.tensors import find_labels, observable, tensors_in
 
 TRAIN, EVAL = "train", "eval"
+# checker.tensors.observable(), inlined in the hooks that run for every module call
+_is_compiling = torch.compiler.is_compiling
+_graph_task_id = torch._C._current_graph_task_id
+_transforming = torch._C._functorch.peek_interpreter_stack
 RECENT_OUTPUTS = 32  # outputs of gradient-free forwards remembered, to see them fed to a later forward
-MAX_OUTPUT_TENSORS = 8
 
 
 def safe(method: Callable) -> Callable:
@@ -491,18 +493,6 @@ class Session:
         return len(used) >= 2
 
 
-_is_compiling = torch.compiler.is_compiling
-_graph_task_id = torch._C._current_graph_task_id
-_transforming = torch._C._functorch.peek_interpreter_stack
-
-
-def observable() -> bool:
-    """Module calls worth observing: not traced by torch.compile, not recomputed inside a backward pass
-    (activation checkpointing runs forwards again while autograd's engine works), not inside a ``torch.func``
-    transform (its tensors are the transform's wrappers)."""
-    return not _is_compiling() and _graph_task_id() == -1 and _transforming() is None
-
-
 def compiled_modes(module: nn.Module) -> set[str]:
     """"active" / "inactive" from the dropout and batch-norm layers inside a compiled model, by their flags."""
     found = set()
@@ -512,43 +502,3 @@ def compiled_modes(module: nn.Module) -> set[str]:
         if dropout or batchnorm:
             found.add("active" if m.training else "inactive")
     return found
-
-
-def tensors_in(value: Any, limit: int = MAX_OUTPUT_TENSORS) -> list[torch.Tensor]:
-    """The first few tensors in a (nested) tuple, list, dict, dataclass or namespace (a model's output object).
-
-    Iterative on purpose: a recursive closure would be a reference cycle holding the tensors, and so
-    their autograd graphs, until the garbage collector ran.
-    """
-    found: list[torch.Tensor] = []
-    stack, seen = [value], 0
-    while stack and len(found) < limit and seen < 4 * MAX_OUTPUT_TENSORS:
-        item = stack.pop()
-        seen += 1
-        if isinstance(item, torch.Tensor):
-            found.append(item)
-        elif isinstance(item, (tuple, list)):
-            stack.extend(reversed(item))
-        elif isinstance(item, dict):
-            stack.extend(reversed(list(item.values())))
-        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
-            stack.extend(reversed([getattr(item, f.name, None) for f in dataclasses.fields(item)]))
-        elif isinstance(item, types.SimpleNamespace):
-            stack.extend(reversed(list(vars(item).values())))
-    return found
-
-
-def find_labels(batch: Any) -> torch.Tensor | None:
-    """The batch's class labels: its last one-dimensional integral tensor (``(x, y)`` → ``y``)."""
-    if isinstance(batch, dict):
-        candidates = list(batch.values())
-    elif isinstance(batch, (tuple, list)):
-        candidates = list(batch)
-    else:
-        return None
-    for item in reversed(candidates):
-        if isinstance(item, torch.Tensor) and tensors.plain(item) and item.dim() >= 1 and item.numel() == item.shape[0] \
-                and len(candidates) > 1 and not item.is_complex():
-            if not item.dtype.is_floating_point or bool(torch.all(item == item.round())):
-                return item.reshape(-1)
-    return None

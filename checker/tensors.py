@@ -10,6 +10,10 @@ storage, not meta, no wrapper around it) is read value by value.
 """
 from __future__ import annotations
 
+import dataclasses
+import types
+from typing import Any
+
 import torch
 
 _functorch = torch._C._functorch
@@ -86,3 +90,56 @@ def any_nonzero(t: torch.Tensor) -> bool | None:
     if found is None:
         return None
     return bool(found.ne(0).any()) if found.numel() else False
+
+
+MAX_OUTPUT_TENSORS = 8
+_is_compiling = torch.compiler.is_compiling
+_graph_task_id = torch._C._current_graph_task_id
+_transforming = torch._C._functorch.peek_interpreter_stack
+
+
+def observable() -> bool:
+    """Module calls worth observing: not traced by torch.compile, not recomputed inside a backward pass
+    (activation checkpointing runs forwards again while autograd's engine works), not inside a ``torch.func``
+    transform (its tensors are the transform's wrappers)."""
+    return not _is_compiling() and _graph_task_id() == -1 and _transforming() is None
+
+
+def tensors_in(value: Any, limit: int = MAX_OUTPUT_TENSORS) -> list[torch.Tensor]:
+    """The first few tensors in a (nested) tuple, list, dict, dataclass or namespace (a model's output object).
+
+    Iterative on purpose: a recursive closure would be a reference cycle holding the tensors, and so
+    their autograd graphs, until the garbage collector ran.
+    """
+    found: list[torch.Tensor] = []
+    stack, seen = [value], 0
+    while stack and len(found) < limit and seen < 4 * MAX_OUTPUT_TENSORS:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, torch.Tensor):
+            found.append(item)
+        elif isinstance(item, (tuple, list)):
+            stack.extend(reversed(item))
+        elif isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            stack.extend(reversed([getattr(item, f.name, None) for f in dataclasses.fields(item)]))
+        elif isinstance(item, types.SimpleNamespace):
+            stack.extend(reversed(list(vars(item).values())))
+    return found
+
+
+def find_labels(batch: Any) -> torch.Tensor | None:
+    """The batch's class labels: its last one-dimensional integral tensor (``(x, y)`` → ``y``)."""
+    if isinstance(batch, dict):
+        candidates = list(batch.values())
+    elif isinstance(batch, (tuple, list)):
+        candidates = list(batch)
+    else:
+        return None
+    for item in reversed(candidates):
+        if isinstance(item, torch.Tensor) and plain(item) and item.dim() >= 1 and item.numel() == item.shape[0] \
+                and len(candidates) > 1 and not item.is_complex():
+            if not item.dtype.is_floating_point or bool(torch.all(item == item.round())):
+                return item.reshape(-1)
+    return None

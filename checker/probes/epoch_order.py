@@ -170,8 +170,7 @@ class Observer:
 
 def digest(batch) -> int:
     """A hash of a sample of the values of the batch's first tensors (CPU ones: nothing is copied off a GPU)."""
-    from checker.session import tensors_in
-    from checker.tensors import plain
+    from checker.tensors import plain, tensors_in
 
     parts = []
     for t in tensors_in(batch, 4):

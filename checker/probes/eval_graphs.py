@@ -72,7 +72,7 @@ class Observer:
 
     def on_forward_end(self, forward, output) -> None:
         if forward.grad:
-            from checker.session import tensors_in
+            from checker.tensors import tensors_in
 
             if any(t.requires_grad for t in tensors_in(output)):
                 self.built.add(forward.index)

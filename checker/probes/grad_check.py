@@ -358,7 +358,7 @@ def floating(output) -> list:
 
 
 def tensors(value) -> list:
-    from checker.session import tensors_in
+    from checker.tensors import tensors_in
 
     return tensors_in(value)
 

@@ -68,7 +68,7 @@ class Observer:
     def on_forward_end(self, forward, output) -> None:
         if not forward.grad or len(self.obs.spans) >= WALKED:
             return
-        from checker.session import tensors_in
+        from checker.tensors import tensors_in
 
         for t in tensors_in(output):
             node = t.grad_fn

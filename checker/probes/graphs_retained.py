@@ -103,7 +103,7 @@ class Observer:
 
 
 def first_graph_node(output):
-    from checker.session import tensors_in
+    from checker.tensors import tensors_in
 
     return next((t.grad_fn for t in tensors_in(output) if t.grad_fn is not None), None)
 

@@ -80,7 +80,7 @@ class Observer:
         from torch import nn
 
         from checker import tensors
-        from checker.session import observable
+        from checker.tensors import observable
 
         if not observable():  # traced by torch.compile, or recomputed inside a backward pass
             return

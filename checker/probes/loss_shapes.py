@@ -160,7 +160,7 @@ class Observer:
             return
         if not forward.grad or not torch.is_grad_enabled():
             return
-        from checker.session import tensors_in
+        from checker.tensors import tensors_in
 
         if not any(t.requires_grad for t in tensors_in(output)):
             return

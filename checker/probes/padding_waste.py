@@ -141,7 +141,7 @@ class Observer:
     def on_batch(self, batch) -> None:
         import torch
 
-        from checker.session import tensors_in
+        from checker.tensors import tensors_in
 
         observed = self.session.current
         if observed is None or self.elements > MAX_ELEMENTS:

@@ -33,8 +33,7 @@ class ClassScores:
             self._score(call.forward, *decisions, "loss")
 
     def on_forward_end(self, forward, output) -> None:
-        from checker.session import tensors_in
-        from checker.tensors import plain
+        from checker.tensors import plain, tensors_in
 
         labels = self.session.labels
         logits = next(iter(tensors_in(output, 1)), None)

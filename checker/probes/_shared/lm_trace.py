@@ -239,7 +239,7 @@ def _compiling() -> bool:
 
 def token_ids(value) -> Any:
     """The first 2-D integer tensor among a forward's arguments, both dimensions at least 2."""
-    from checker.session import tensors_in
+    from checker.tensors import tensors_in
 
     for t in tensors_in(value):
         if t.dim() == 2 and not t.dtype.is_floating_point and not t.dtype.is_complex and t.dtype != _bool() \
@@ -343,7 +343,7 @@ def outputs(twin, args: tuple, kwargs: dict, tokens, new) -> list:
     """The copy's floating outputs for the arguments with ``tokens`` swapped for ``new`` (detached copies)."""
     import torch
 
-    from checker.session import tensors_in
+    from checker.tensors import tensors_in
 
     def swap(value):
         if value is tokens:

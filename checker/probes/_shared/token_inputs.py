@@ -47,7 +47,7 @@ def token_input(module, args: tuple, kwargs: dict):
     """The (batch, time) integer tensor of the call, when the model embeds tokens; else None."""
     import torch
 
-    from checker.session import tensors_in
+    from checker.tensors import tensors_in
 
     if not any(isinstance(m, torch.nn.Embedding) for m in module.modules()):
         return None
@@ -58,7 +58,7 @@ def padding_id(module, args: tuple, kwargs: dict, tokens) -> tuple[int | None, s
     """(the padding id, how it was found) or (None, why not)."""
     import torch
 
-    from checker.session import tensors_in
+    from checker.tensors import tensors_in
 
     ids = {m.padding_idx for m in module.modules() if isinstance(m, torch.nn.Embedding) and m.padding_idx is not None}
     if len(ids) == 1:
@@ -210,6 +210,6 @@ def convert(value, tensor_fn):
 
 
 def float_outputs(output) -> list:
-    from checker.session import tensors_in
+    from checker.tensors import tensors_in
 
     return [t.detach().float() for t in tensors_in(output) if t.is_floating_point()]
