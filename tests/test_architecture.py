@@ -161,3 +161,33 @@ def test_no_probe_imports_another_probe():
     found = [(name, target) for name in sorted(probes) for target in imports(name, known[name], known)
              if target in probes]
     assert probes and not found, found
+
+
+def session_writes_in(path: Path) -> list[str]:
+    """Where a module assigns to an attribute of the session it observes (``session.x = ...``,
+    ``self.session.x += ...``) or deletes one: only the timeline and the update ledger write the run's record."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target] \
+            if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        for target in targets:
+            while isinstance(target, ast.Subscript):  # session.passes[0] = ...
+                target = target.value
+            if isinstance(target, ast.Attribute) and ast.unparse(target.value) in ("session", "self.session"):
+                found.append(f"{path.name}:{node.lineno} writes {ast.unparse(target)}")
+    return found
+
+
+def test_probes_only_read_the_session():
+    """Observers subscribe to events and read the timeline and the ledger; none writes them."""
+    found = [place for path in sorted((ROOT / "checker" / "probes").rglob("*.py")) for place in session_writes_in(path)]
+    assert not found, found
+
+
+def test_a_write_to_the_session_would_be_found(tmp_path):
+    probe = tmp_path / "meddling.py"
+    probe.write_text("class Observer:\n    def __init__(self, session):\n        self.session = session\n"
+                     "        session.current = None\n        self.session.updates += 1\n"
+                     "        self.session.passes[0] = None\n        self.count = 0\n")
+    assert [p.split(" ", 1)[1] for p in session_writes_in(probe)] == [
+        "writes session.current", "writes self.session.updates", "writes self.session.passes"]

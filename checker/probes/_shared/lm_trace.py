@@ -118,13 +118,13 @@ class Trace:
         if kwargs is None:
             kwargs = {}
             wants = getattr(module, "_forward_pre_hooks_with_kwargs", None)
-            top = self.session._depth == 0 or self._pending is not None and self._pending.ref() is module
+            top = self.session.depth == 0 or self._pending is not None and self._pending.ref() is module
             if top and isinstance(wants, dict) and token_ids(args) is None:
                 wants[self._pre.id] = True
         pending = self._pending
         if pending is not None and pending.ref() is module:
             self._begin(pending, args, kwargs)
-        elif self.session._depth == 0:
+        elif self.session.depth == 0:
             self._args = (module, args, kwargs)
 
     def _begin(self, forward, args, kwargs) -> None:

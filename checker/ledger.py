@@ -1,0 +1,249 @@
+"""The update ledger of an observed run: backward passes, the losses they took, optimizer and manual updates,
+and which forwards and DataLoader passes each update applied."""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from checker import tensors
+from checker.bus import safe
+from checker.events import Event, Update
+from checker.params import ParamWatch, total_norm
+from checker.timeline import Timeline
+
+
+@dataclass(kw_only=True)
+class UpdateLedger(Timeline):
+    updates: int = 0
+    manual_updates: int = 0
+    scaler_skips: int = 0
+    backwards: int = 0
+    backwards_before_first_update: int | None = None
+    losses: list[float | None] = field(default_factory=list)
+    loss_forwards: list[int] = field(default_factory=list)  # per loss: the top-level forwards begun before its backward
+    loss_groups: list[int] = field(default_factory=list)  # per loss: which updater applied it (-1: none yet)
+    optimizers: list[torch.optim.Optimizer] = field(default_factory=list)
+    params: ParamWatch = field(default_factory=ParamWatch)
+    reevaluations: int = 0  # backward passes of a closure step after its first (one update's re-evaluations)
+    _step: Update | None = None
+    _unsettled: int = 0  # the first forward not yet credited to an update
+    _backwards_since_update: int = 0
+    _last_updater: int | None = None
+    _alternations: int = 0  # updates by another optimizer than the last, with a backward in between
+    _hand_models: set[int] = field(default_factory=set)  # top-level modules that had parameters updated by hand
+    _hand_trained: set[int] = field(default_factory=set)  # ids of their parameters
+    _owners: dict[int, int] = field(default_factory=dict)  # parameter id -> id of the optimizer holding it
+    _touched: set[int] = field(default_factory=set)  # optimizers whose parameters the current backward reached
+    _coupled: bool = False  # one backward pass reached the parameters of two optimizers
+    _unapplied: list[int] = field(default_factory=list)  # losses since the last update
+    _updaters: dict[int | None, int] = field(default_factory=dict)  # optimizer id (None: by hand) that updated -> ordinal
+    _scaled: dict[int, float] = field(default_factory=dict)  # id of a GradScaler-scaled loss -> its scale
+    _last_update_pass: int | None = None  # the DataLoader pass the latest update happened in
+    _closure_calls: int = -1  # calls of the running step's closure (-1: no closure step running)
+
+    total_norm = staticmethod(total_norm)
+
+    def trained_params(self) -> list[torch.Tensor]:
+        """Parameters an optimizer holds, or that were changed by hand (still alive)."""
+        seen: dict[int, torch.Tensor] = {}
+        for opt in self.optimizers:
+            for group in opt.param_groups:
+                for p in group["params"]:
+                    if p.requires_grad:
+                        seen.setdefault(id(p), p)
+        for p in self.params.updated_by_hand():
+            seen.setdefault(id(p), p)
+        return list(seen.values())
+
+    def trained_ids(self) -> set[int]:
+        """Ids of the trained parameters, with every parameter of a model that was updated by hand (a loop
+        over ``model.parameters()`` trains them all, gradient or not)."""
+        return {id(p) for p in self.trained_params()} | self._hand_trained
+
+    @safe
+    def scaled(self, loss: torch.Tensor, scale: float) -> None:
+        self._scaled[id(loss)] = scale
+
+    @safe
+    def before_backward(self, loss: torch.Tensor) -> None:
+        if self._closure_calls > 1:  # inside a closure step's later call: a re-evaluation of the same update
+            self.reevaluations += 1  # (LBFGS's line search), not a backward pass of its own
+            return
+        self._settle_backward()
+        self._check_manual_update()
+        self.backwards += 1
+        self._backwards_since_update += 1
+        self.beat()
+        if loss.numel() == 1 and loss.is_floating_point() and tensors.plain(loss):  # losses as JSON-safe floats; None
+            # marks a NaN or infinite loss
+            value = float(loss.detach().float()) / self._scaled.pop(id(loss), 1.0)
+            self.losses.append(value if math.isfinite(value) else None)
+            self.loss_forwards.append(len(self.forwards))  # read as a count at the end
+            self.loss_groups.append(-1)
+            self._unapplied.append(len(self.losses) - 1)
+        self.emit(Event.BACKWARD, loss)
+
+    def running(self, module: torch.nn.Module) -> None:
+        for p in module._parameters.values():
+            if p is not None and p.requires_grad:
+                self.params.watch(p, self._on_grad)
+
+    def _on_grad(self, p: torch.Tensor, grad: torch.Tensor) -> None:
+        owner = self._owners.get(id(p))
+        if owner is not None:
+            self._touched.add(owner)
+        self.emit(Event.GRAD, p, grad)
+
+    @safe
+    def add_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        if not any(opt is optimizer for opt in self.optimizers):
+            self.optimizers.append(optimizer)
+        for p in optimizer.param_groups[-1]["params"]:
+            self._owners.setdefault(id(p), id(optimizer))
+            self.params.manage(p, self._on_grad)
+
+    @safe
+    def step_pre(self, optimizer: torch.optim.Optimizer, args: tuple = (), kwargs: dict | None = None):
+        """An optimizer step begins. Without a closure its update is due now (UPDATE_PRE). With one
+        (``step(closure)``: LBFGS, which evaluates it several times), the update is due once the closure's first
+        call computed this step's gradients; its later calls (a line search) are one update's re-evaluations,
+        not backward passes of their own. Returns the step's arguments with the closure observed, else None."""
+        if self._step is not None:  # a nested step (an optimizer wrapping another) counts once
+            return None
+        self._check_manual_update()
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        self._step = Update(params, optimizer, self.current.index if self.current is not None else None)
+        kwargs = kwargs or {}
+        closure = kwargs.get("closure", args[1] if len(args) > 1 else None)  # args[0] is the optimizer
+        if not callable(closure):
+            self.emit(Event.UPDATE_PRE, self._step)
+            return None
+        self._closure_calls = 0
+        step = self._step
+
+        def observed_closure(*a: Any, **k: Any) -> Any:
+            if self._step is step:
+                self._closure_calls += 1
+            result = closure(*a, **k)
+            if self._step is step and self._closure_calls == 1:
+                self.emit(Event.UPDATE_PRE, step)
+            return result
+
+        functools.update_wrapper(observed_closure, closure)
+        if "closure" in kwargs:
+            return args, {**kwargs, "closure": observed_closure}
+        return (args[0], observed_closure, *args[2:]), kwargs
+
+    @safe
+    def step_post(self, optimizer: torch.optim.Optimizer) -> None:
+        step = self._step
+        if step is None or step.optimizer is not optimizer:
+            return
+        if self._closure_calls == 0:  # a closure step whose closure never ran: the update was due all the same
+            self.emit(Event.UPDATE_PRE, step)
+        self._step, self._closure_calls = None, -1
+        self._count_update(id(optimizer))
+        self.emit(Event.UPDATE_POST, step)
+
+    @safe
+    def scaler_skipped(self) -> None:
+        """A GradScaler skipped its step for non-finite gradients: the update was due, and attempted."""
+        self.scaler_skips += 1
+        self._credit()
+
+    @safe
+    def before_clip(self) -> None:
+        """A manual update made between the backward and this clip is seen before the clip, not after it."""
+        self._check_manual_update()
+
+    def _check_manual_update(self) -> None:
+        changed = self.params.changed_by_hand()
+        if not changed:
+            return
+        ids = {id(p) for p in changed}
+        for key, ref in self._models.items():
+            model = ref()
+            params = [p for p in model.parameters() if p.requires_grad] if model is not None else []
+            if key not in self._hand_models and any(id(p) in ids for p in params):
+                self._hand_models.add(key)
+                self._hand_trained |= {id(p) for p in params}
+        update = Update(changed, None, self.current.index if self.current is not None else None)
+        self.emit(Event.UPDATE_PRE, update)
+        self.manual_updates += 1
+        self._count_update(None)
+        self.emit(Event.UPDATE_POST, update)
+
+    def _credit(self) -> None:
+        """An update applied the gradients of the training forwards since the last one: credit their passes."""
+        recent = self.forwards[self._unsettled:]
+        passes = {f.pass_index for f in recent if f.reached and f.pass_index is not None}
+        for index in passes | ({self.current.index} if self.current is not None else set()):
+            self.passes[index].updates += 1
+        pending = [f.index for f in recent[-1:] if f.grad and not f.reached]  # a manual update is seen at the next backward
+        self._unsettled = pending[0] if pending else len(self.forwards)
+
+    def _count_update(self, updater: int | None) -> None:
+        self._last_update_pass = self.current.index if self.current is not None else None
+        if self.current is not None:
+            self._train_loaders.add(self.current.loader)
+        if self.updates == 0:
+            self.backwards_before_first_update = self.backwards
+        if updater != self._last_updater and self._last_updater is not None and self._backwards_since_update:
+            self._alternations += 1
+        self._last_updater = updater
+        group = self._updaters.setdefault(updater, len(self._updaters))
+        for index in self._unapplied:
+            self.loss_groups[index] = group
+        self._unapplied.clear()
+        self.updates += 1
+        self._backwards_since_update = 0
+        self._credit()
+
+    def _settle_backward(self) -> None:
+        """The previous backward pass is over: did it reach the parameters of two optimizers?"""
+        self._coupled = self._coupled or len(self._touched) >= 2
+        self._touched.clear()
+
+    def finish(self) -> None:
+        """The script ended: account for a manual update made after the last backward."""
+        self._settle_backward()
+        self._check_manual_update()
+
+    def reached_per_loss(self) -> list[int]:
+        """Per loss, the top-level forwards since the loss before it whose output a backward pass reached: how many
+        forwards (steps of an episode, tokens of a sequence decoded one at a time) the loss sums."""
+        counts, start = [], 0
+        for end in self.loss_forwards:
+            counts.append(sum(1 for f in self.forwards[start:end] if f.reached))
+            start = end
+        return counts
+
+    def stopped_in_pass(self) -> dict | None:
+        """Where training stopped, when its last update came in a DataLoader pass the script then left before its
+        end (a ``break`` out of the training): ``{"pass", "epoch", "batches", "of"}``; None otherwise."""
+        if self._last_update_pass is None:
+            return None
+        last = self.passes[self._last_update_pass]
+        loader = last.ref() if last.ref is not None else None
+        try:
+            total = len(loader) if loader is not None else None
+        except TypeError:  # an IterableDataset without a length
+            total = None
+        if last.exhausted or total is None or last.batches >= total:
+            return None
+        epoch = sum(1 for p in self.passes[:last.index + 1] if p.loader == last.loader and p.updates)
+        return {"pass": last.index, "epoch": epoch, "batches": last.batches, "of": total}
+
+    def _disjoint_optimizers(self) -> bool:
+        used = [opt for opt in self.optimizers if id(opt) in self._updaters]
+        seen: set[int] = set()
+        for opt in used:
+            ids = {id(p) for group in opt.param_groups for p in group["params"]}
+            if ids & seen:
+                return False
+            seen |= ids
+        return len(used) >= 2

@@ -1,0 +1,189 @@
+"""The timeline of an observed run: DataLoader passes, top-level forwards and their phases.
+
+:mod:`checker.instrument` feeds it from PyTorch's hooks; probes read it (never write it) once the script
+ended, or as events arrive.
+
+Phases come from behaviour, not from names or DataLoaders (many trainers slice
+tensors instead): a forward whose output a backward pass reached is training; one
+run without gradients, or whose output no backward ever reached, is evaluation,
+unless its output fed a training forward (a GAN's generated batch, a frozen
+feature extractor's features) or it ran, with gradients, on a batch of a training
+loader (a forward whose loss was skipped): then neither phase can be told. A DataLoader is a training loader when its batches
+fed forwards that a backward pass reached, or updates happened while it was being consumed.
+"""
+from __future__ import annotations
+
+import os
+import time
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from checker import tensors
+from checker.bus import EventBus, safe
+from checker.events import Event, Forward, LossCall, Pass
+from checker.tensors import find_labels, observable, tensors_in
+
+TRAIN, EVAL = "train", "eval"
+# checker.tensors.observable(), inlined in the hooks that run for every module call
+_is_compiling = torch.compiler.is_compiling
+_graph_task_id = torch._C._current_graph_task_id
+_transforming = torch._C._functorch.peek_interpreter_stack
+RECENT_OUTPUTS = 32  # outputs of gradient-free forwards remembered, to see them fed to a later forward
+
+
+@dataclass(kw_only=True)
+class Timeline(EventBus):
+    heartbeat: str | None = None
+    passes: list[Pass] = field(default_factory=list)
+    current: Pass | None = None
+    labels: torch.Tensor | None = None
+    forwards: list[Forward] = field(default_factory=list)
+    forward: Forward | None = None  # the top-level forward running now
+    last_forward: Forward | None = None
+    _depth: int = 0
+    _train_loaders: set[int] = field(default_factory=set)  # loaders whose batches fed forwards a backward reached,
+    # or were being consumed when an update happened
+    _unused_outputs: OrderedDict = field(default_factory=OrderedDict)  # storage pointer -> (tensor ref, Forward)
+    _models: dict[int, Any] = field(default_factory=dict)  # id -> weak reference, every top-level module
+    _batch_used: bool = True
+    _last_beat: float = 0.0
+
+    def running(self, module: nn.Module) -> None:
+        """A module is about to run (every call, every module): the update ledger watches its parameters."""
+
+    @property
+    def depth(self) -> int:
+        """How deep in module calls the run is now (0: outside any module's forward)."""
+        return self._depth
+
+    def beat(self) -> None:
+        """Tell the watchdog the script is making progress (at most twice a second)."""
+        now = time.monotonic()
+        if self.heartbeat and now - self._last_beat > 0.5:
+            self._last_beat = now
+            with open(self.heartbeat, "a"):
+                pass
+            os.utime(self.heartbeat)
+
+    def training_loaders(self) -> set[int]:
+        return self._train_loaders
+
+    def role(self, pass_index: int | None) -> str | None:
+        """"train", "eval", or None for work done outside any DataLoader pass."""
+        if pass_index is None:
+            return None
+        return TRAIN if self.passes[pass_index].loader in self.training_loaders() else EVAL
+
+    def phase(self, forward: Forward) -> str | None:
+        """"train", "eval", or None when the run does not tell (see the module docstring)."""
+        if forward.reached:
+            return TRAIN
+        if any(self.forwards[i].reached for i in forward.fed):
+            return None  # a GAN's generated batch, or a frozen feature extractor's features: part of training
+        if forward.grad and self.role(forward.pass_index) == TRAIN:
+            return None
+        return EVAL
+
+    @safe
+    def start_batch(self, observed: Pass, batch: Any) -> None:
+        self.current = observed
+        self._batch_used = False
+        self.labels = find_labels(batch)
+        self.beat()
+        self.emit(Event.BATCH, batch)
+
+    @safe
+    def end_pass(self, observed: Pass) -> None:
+        observed.exhausted = True
+        if self.current is observed:
+            self.current = None
+        self.emit(Event.PASS_END, observed)
+
+    @safe
+    def module_pre(self, module: nn.Module, args: Any) -> None:
+        """A global forward pre-hook: called before every module's forward."""
+        if _is_compiling() or _graph_task_id() != -1 or _transforming() is not None:  # observable(), inlined: this
+            return  # runs for every module call
+        if self._depth == 0 and not isinstance(module, nn.modules.loss._Loss):
+            self._start_forward(module, args)
+        self._depth += 1
+        self.running(module)
+        self.emit(Event.MODULE, module)
+
+    @safe
+    def module_post(self, module: nn.Module, args: Any, output: Any) -> None:
+        """A global forward hook: called after every module's forward."""
+        if _is_compiling() or _graph_task_id() != -1 or _transforming() is not None:
+            return
+        self._depth = max(0, self._depth - 1)
+        forward = self.forward
+        if self._depth == 0 and forward is not None:
+            self.forward = None
+            self._end_forward(forward, output)
+
+    def _start_forward(self, module: nn.Module, args: Any) -> None:
+        inputs = tensors_in(args)
+        if self.current is not None and not self._batch_used:
+            self.current.batches += 1
+            self._batch_used = True
+        forward = Forward(len(self.forwards), id(module), type(module).__name__, torch.is_grad_enabled(),
+                          self.current.index if self.current is not None else None,
+                          tensors.leading(inputs[0]) if inputs else None, ref=weakref.ref(module))
+        for t in inputs:
+            held = self._unused_outputs.get(tensors.storage_key(t))
+            if held is not None and held[0]() is not None:  # still alive: the pointer was not reused
+                held[1].fed.append(forward.index)
+        if type(module).__name__ == "OptimizedModule":  # hooks inside compiled code are not run: read the flags
+            forward.modes |= compiled_modes(module)
+        self.forwards.append(forward)
+        self._models.setdefault(id(module), forward.ref)
+        self.forward = self.last_forward = forward
+        self.emit(Event.FORWARD, forward)
+
+    def _end_forward(self, forward: Forward, output: Any) -> None:
+        def reached(grad: torch.Tensor) -> None:
+            if not forward.reached:
+                forward.reached = True
+                if forward.pass_index is not None:
+                    self._train_loaders.add(self.passes[forward.pass_index].loader)
+
+        for t in tensors_in(output):
+            if t.requires_grad and t.grad_fn is not None:
+                try:
+                    t.register_hook(reached)
+                except RuntimeError:  # a tensor kind that takes no hooks: its phase stays unknown
+                    pass
+            elif not forward.grad and (key := tensors.storage_key(t)) is not None:
+                self._unused_outputs[key] = (weakref.ref(t), forward)
+                while len(self._unused_outputs) > RECENT_OUTPUTS:
+                    self._unused_outputs.popitem(last=False)
+        self.beat()
+        self.emit(Event.FORWARD_END, forward, output)
+
+    @safe
+    def mode(self, kind: str, training: bool) -> None:
+        if not observable():
+            return
+        if self.forward is not None:
+            self.forward.modes.add("active" if training else "inactive")
+        self.emit(Event.MODE, kind, training)
+
+    @safe
+    def loss(self, call: LossCall) -> None:
+        self.emit(Event.LOSS, call)
+
+
+def compiled_modes(module: nn.Module) -> set[str]:
+    """"active" / "inactive" from the dropout and batch-norm layers inside a compiled model, by their flags."""
+    found = set()
+    for m in module._orig_mod.modules():
+        dropout = isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0
+        batchnorm = isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats
+        if dropout or batchnorm:
+            found.add("active" if m.training else "inactive")
+    return found
