@@ -108,7 +108,7 @@ class Forward:
     """
 
     index: int
-    module: int  # id() of the module
+    module: int  # the module's serial: its number in this run (``Timeline.serial``), unlike id() never reused
     name: str  # the module's class name
     grad: bool  # grad mode was on
     pass_index: int | None  # the DataLoader pass whose batch was current, if any

@@ -49,12 +49,24 @@ class Timeline(EventBus):
     _train_loaders: set[int] = field(default_factory=set)  # loaders whose batches fed forwards a backward reached,
     # or were being consumed when an update happened
     _unused_outputs: OrderedDict = field(default_factory=OrderedDict)  # storage pointer -> (tensor ref, Forward)
-    _models: dict[int, Any] = field(default_factory=dict)  # id -> weak reference, every top-level module
+    _models: dict[int, Any] = field(default_factory=dict)  # serial -> weak reference, every top-level module
+    _serials: dict[int, tuple[Any, int]] = field(default_factory=dict)  # id -> (weak reference, serial) of a module
+    _next_serial: int = 0
     _batch_used: bool = True
     _last_beat: float = 0.0
 
     def running(self, module: nn.Module) -> None:
         """A module is about to run (every call, every module): the update ledger watches its parameters."""
+
+    def serial(self, module: nn.Module) -> int:
+        """``module``'s number in this run: unlike its ``id()``, never that of another module (an id is reused
+        once its object is gone: a pretraining model thrown away, then the model trained)."""
+        found = self._serials.get(id(module))
+        if found is not None and found[0]() is module:
+            return found[1]
+        serial, self._next_serial = self._next_serial, self._next_serial + 1
+        self._serials[id(module)] = (weakref.ref(module), serial)
+        return serial
 
     @property
     def depth(self) -> int:
@@ -131,7 +143,7 @@ class Timeline(EventBus):
         if self.current is not None and not self._batch_used:
             self.current.batches += 1
             self._batch_used = True
-        forward = Forward(len(self.forwards), id(module), type(module).__name__, torch.is_grad_enabled(),
+        forward = Forward(len(self.forwards), self.serial(module), type(module).__name__, torch.is_grad_enabled(),
                           self.current.index if self.current is not None else None,
                           tensors.leading(inputs[0]) if inputs else None, ref=weakref.ref(module))
         for t in inputs:
@@ -141,7 +153,7 @@ class Timeline(EventBus):
         if type(module).__name__ == "OptimizedModule":  # hooks inside compiled code are not run: read the flags
             forward.modes |= compiled_modes(module)
         self.forwards.append(forward)
-        self._models.setdefault(id(module), forward.ref)
+        self._models.setdefault(forward.module, forward.ref)
         self.forward = self.last_forward = forward
         self.emit(Event.FORWARD, forward)
 

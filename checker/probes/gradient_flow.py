@@ -87,7 +87,6 @@ forward.
 """
 from __future__ import annotations
 
-import itertools
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -151,9 +150,7 @@ class Observer:
         self.first_use: dict[int, tuple[bool, Any, bool]] = {}  # ... at a run outside autograd / the first in training
         self.given: dict[int, Any] = {}  # parameter id -> weak reference: given to an optimizer while it required grad
         self.seen: dict[int, set[int]] = {}  # forward index -> modules already read in it (x2, +1 with autograd)
-        self.owner: dict[int, int] = {}  # parameter id -> serial of the module it ran in
-        self.serials: dict[int, tuple[Any, int]] = {}  # module id -> (weak reference, serial): ids get reused
-        self.next_serial = itertools.count()
+        self.owner: dict[int, int] = {}  # parameter id -> serial (``session.serial``) of the module it ran in
         self.modules: set[int] = set()  # top-level modules whose parameters are named
         self.names: dict[int, tuple[int, str]] = {}  # parameter id -> (size of the model named from, "model.head.1.weight")
         self.origins: dict[int, Origin] = {}
@@ -301,10 +298,7 @@ class Observer:
         seen.add(key)
         params = [p for p in module._parameters.values() if p is not None and p.numel()]  # an empty parameter
         if params:  # (``nn.Parameter(torch.empty(0))``, kept to read the device) has no gradient to receive
-            ref, serial = self.serials.get(id(module), (None, 0))
-            if ref is None or ref() is not module:
-                serial = next(self.next_serial)
-                self.serials[id(module)] = (weakref.ref(module), serial)
+            serial = self.session.serial(module)
             for p in params:
                 self.owner.setdefault(id(p), serial)
         if grad:

@@ -62,8 +62,8 @@ class Observation:
 class Observer:
     def __init__(self, session):
         self.obs = Observation()
-        self._wrappers: set[int] = set()  # id() of each DistributedDataParallel wrapper
-        self._wrapped: dict[int, list] = {}  # id() of a wrapped module -> its (parameter, dtype, device) when wrapped
+        self._wrappers: set[int] = set()  # the serial (``session.serial``) of each DistributedDataParallel wrapper
+        self._wrapped: dict[int, list] = {}  # serial of a wrapped module -> its (parameter, dtype, device) when wrapped
         if launched():
             session.on(Event.ATTACHED, ID, self.on_attach)
             session.on(Event.FORWARD, ID, self.on_forward)
@@ -74,8 +74,8 @@ class Observer:
         from torch.nn.parallel import DistributedDataParallel
 
         if isinstance(parent, DistributedDataParallel) and name == "module" and module is not None:
-            self._wrappers.add(id(parent))
-            self._wrapped[id(module)] = [(p, p.dtype, p.device) for p in module.parameters()]
+            self._wrappers.add(self.session.serial(parent))
+            self._wrapped[self.session.serial(module)] = [(p, p.dtype, p.device) for p in module.parameters()]
 
     def on_forward(self, forward) -> None:
         if forward.grad:

@@ -90,7 +90,7 @@ class TokenForwards:
         self._pending = None
         self.kept: dict[int, tuple[Any, TokenForward]] = {}  # forward index -> (Forward, TokenForward)
         self.seen_tokens = False
-        self._embeds: dict[int, bool] = {}  # id(module) -> it holds an nn.Embedding
+        self._embeds: dict[int, bool] = {}  # a module's serial (``Forward.module``) -> it holds an nn.Embedding
         self._handle = session.patches.forward_hook(owner, self._after, with_kwargs=True)
         self.latest: TokenForward | None = None
         self.misses = 0
@@ -108,9 +108,9 @@ class TokenForwards:
         if pending is None or pending.ref() is not module:
             return
         self._pending = None
-        embeds = self._embeds.get(id(module))
+        embeds = self._embeds.get(pending.module)
         if embeds is None:
-            embeds = self._embeds[id(module)] = any(isinstance(m, torch.nn.Embedding) for m in module.modules())
+            embeds = self._embeds[pending.module] = any(isinstance(m, torch.nn.Embedding) for m in module.modules())
         tokens = token_input(module, args, kwargs) if embeds else None
         if tokens is None:
             self.misses += 1
