@@ -38,3 +38,18 @@ def test_premises():
     assert judge(pad=None, pad_source="no padding id").status == NOT_APPLICABLE
     assert judge().status == NOT_APPLICABLE  # no loss aligned with the tokens
     assert judge(unreached=2).status == CANNOT_TELL
+
+
+def test_the_padding_id_of_right_padded_rows_is_the_value_that_only_ever_ends_them():
+    import torch
+
+    from checker.probes._shared.token_inputs import trailing_pad
+
+    padded = torch.tensor([[5, 6, 7, 1, 0, 0], [5, 1, 0, 0, 0, 0], [4, 4, 4, 4, 4, 1], [8, 9, 1, 0, 0, 0]])
+    assert trailing_pad(padded) == 0
+    assert trailing_pad(padded.t().contiguous()) == 0  # time-major
+    assert trailing_pad(torch.tensor([[5, 6, 7, 1], [5, 3, 2, 1], [4, 4, 4, 1]])) is None  # one EOS each: not padded
+    inside = padded.clone()
+    inside[2, 0] = 0  # 0 also inside a row: a real token
+    assert trailing_pad(inside) is None
+    assert trailing_pad(torch.tensor([[5, 0, 0], [6, 0, 0]])) is None  # runs of one length: nothing varies

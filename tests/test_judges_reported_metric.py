@@ -50,6 +50,16 @@ def test_a_reading_stands_for_a_fraction_or_a_percentage_within_its_printed_prec
     assert readings("acc 0.95/0.97")[0]["values"][0][0] == 0.95  # two figures side by side, not a count
 
 
+def test_a_reading_after_a_phrase_may_be_one_class_accuracy_and_only_such_a_reading():
+    """The tutorial's per-class lines (``Accuracy of plane : 45 %``) report a class's accuracy; a plain ``acc`` never
+    does, so a wrong overall accuracy that happens to equal a class's still fails."""
+    per_class = {"what": "evaluation, class 3", "accuracy": 0.45, "correct": 45, "total": 100, "per_class": True}
+    overall = candidate(0.96, 480, 500)
+    assert judge(report("Accuracy of plane : 45 %", [overall, per_class])).status == PASS
+    assert judge(report("Accuracy of plane : 46 %", [overall, per_class])).status == FAIL
+    assert judge(report("acc 0.45", [overall, per_class])).status == FAIL
+
+
 def test_a_whole_number_also_stands_for_a_truncated_percentage():
     """``100 * correct // total`` prints 96 for 96.9 %: a whole number matches from half a unit below it to one
     unit above."""

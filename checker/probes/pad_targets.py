@@ -10,7 +10,9 @@ Rule. For the first 4 training calls of a loss function of ``torch.nn.functional
 (``nn.CrossEntropyLoss`` and friends call them) whose integer target is aligned with the
 token ids of the latest training forward (as many targets as tokens, or the tokens'
 shape) and whose input requires grad, while the padding id of those tokens is known (see
-:mod:`checker.probes._shared.token_inputs`): the gradient that reaches the loss's input is
+:mod:`checker.probes._shared.token_inputs`; here also the value that only ever ends the rows, in runs
+of different lengths: right padding with no ``padding_idx``, as the seq2seq tutorial pads its
+batches): the gradient that reaches the loss's input is
 captured, row by row, one row per position. Padded positions are those whose token is
 the padding id.
 
@@ -77,13 +79,18 @@ class Observer:
     def on_loss(self, call) -> None:
         import torch
 
+        from checker.probes._shared.token_inputs import TRAILING, trailing_pad
+
         found = self.forwards.latest
         if found is None or self.calls >= CALLS:
             return
-        if not self.obs.model:
-            self.obs.model, self.obs.pad, self.obs.pad_source = type(found.module).__name__, found.pad, found.source
+        pad, source = found.pad, found.source
+        if pad is None and (trailing := trailing_pad(found.tokens)) is not None:
+            pad, source = trailing, TRAILING
+        if not self.obs.model or self.obs.pad is None and pad is not None:
+            self.obs.model, self.obs.pad, self.obs.pad_source = type(found.module).__name__, pad, source
         inp, target = call.input, call.target
-        if found.pad is None or not isinstance(inp, torch.Tensor) or not isinstance(target, torch.Tensor):
+        if pad is None or not isinstance(inp, torch.Tensor) or not isinstance(target, torch.Tensor):
             return
         if not inp.requires_grad or target.is_floating_point() or target.dtype == torch.bool:
             return
@@ -97,11 +104,11 @@ class Observer:
             rows = "class-second"
         else:
             return
-        padded = (tokens == found.pad).reshape(-1).to(inp.device)
+        padded = (tokens == pad).reshape(-1).to(inp.device)
         if not bool(padded.any()) or bool(padded.all()):
             return
         self.calls += 1
-        target_is_pad = bool((target.reshape(-1).to(padded.device)[padded] == found.pad).all())
+        target_is_pad = bool((target.reshape(-1).to(padded.device)[padded] == pad).all())
         obs = self.obs
 
         def seen(grad) -> None:

@@ -61,6 +61,7 @@ class Observation:
 
 class Observer:
     def __init__(self, session):
+        self.session = session
         self.obs = Observation()
         self._wrappers: set[int] = set()  # the serial (``session.serial``) of each DistributedDataParallel wrapper
         self._wrapped: dict[int, list] = {}  # serial of a wrapped module -> its (parameter, dtype, device) when wrapped

@@ -16,7 +16,9 @@ accuracy), ``acc`` as part of another word (``acc_steps``, ``grad_acc``). A labe
 followed by a phrase and a colon is read after the colon (``Accuracy of the
 network on the 10000 test images: 96 %``) unless the phrase names another
 statistic (``Accuracy for class: plane is 45.2 %``), holds another accuracy label
-or punctuation that separates items (``acc went up | loss: 0.3``). A label
+or punctuation that separates items (``acc went up | loss: 0.3``); the phrase may
+name a class (``Accuracy of plane : 45 %``), so such a reading may also be the
+accuracy over one class's samples. A label
 qualified as the best or maximum so far (``best acc``) is a *best* reading.
 
 Each print is placed on the run's timeline (:mod:`checker.session`). It is *tied*
@@ -29,7 +31,8 @@ input or else the model's output, against the batch's labels, one per sample):
 for each DataLoader pass (or run of forwards without one) among the evaluation
 forwards right before the print, correct / samples and the mean of its per-batch
 accuracies; all those passes together; the same two for the run of training
-forwards before them (a training accuracy printed beside a validation loss). A
+forwards before them (a training accuracy printed beside a validation loss); for a
+reading after a phrase only, the accuracy over each class's samples. A
 best reading's candidates are the accuracies of every evaluation pass until then,
 and 0 (a best not yet set).
 
@@ -159,8 +162,9 @@ def readings(text: str) -> list[dict]:
         match = VALUE.match(text, word.end()) or after_phrase(text, word.end())
         kind = accuracy_label(word.group(), before[-QUALIFIERS:]) if match else None
         if kind:
+            phrased = match.start() > word.end() and text[word.end():match.start()].strip(" :='\"") != ""
             found += [{"label": word.group(), "text": m.group().strip(" :='\"").strip(), "values": values,
-                       "best": kind == "best"}
+                       "best": kind == "best", "phrase": phrased}
                       for m in (match, ASIDE.match(text, match.end())) if m and (values := reading(m))]
         before.append(word.group())
         end = word.end()
@@ -258,6 +262,7 @@ class Observer:
             return None
         if len(recent) > 1:
             candidates += accuracies(everything, "evaluation, all passes together")[:1]
+        candidates += per_class(everything)
         candidates += accuracies([rows[i] for i in range(first_train, start) if i in rows], "training")
         return candidates, clean, recent
 
@@ -286,6 +291,20 @@ def accuracies(rows: list[dict], what: str) -> list[dict]:
     return found
 
 
+def per_class(rows: list[dict]) -> list[dict]:
+    """The accuracy over each class's samples: what a label followed by a phrase may report (``Accuracy of plane :
+    45 %``). Only such readings are matched against them."""
+    counts: dict[int, int] = {}
+    hits: dict[int, int] = {}
+    for row in rows:
+        for label, n in row["counts"].items():
+            counts[label] = counts.get(label, 0) + n
+        for label, n in row.get("hits", {}).items():
+            hits[label] = hits.get(label, 0) + n
+    return [{"what": f"evaluation, class {label}", "accuracy": hits.get(label, 0) / n, "correct": hits.get(label, 0),
+             "total": n, "per_class": True} for label, n in sorted(counts.items()) if n]
+
+
 # -- the judge -----------------------------------------------------------------------------------------------
 
 
@@ -295,8 +314,10 @@ def matches(entry: dict, accuracies: list[float]) -> bool:
 
 def disagreeing(report: dict) -> list[dict]:
     """The report's readings that match no candidate: a best-so-far one none of the evaluations until then."""
-    current = [c["accuracy"] for c in report["candidates"]]
-    return [r for r in report["readings"] if not matches(r, [0.0, *report["earlier"]] if r["best"] else current)]
+    overall = [c["accuracy"] for c in report["candidates"] if not c.get("per_class")]
+    every = [c["accuracy"] for c in report["candidates"]]
+    return [r for r in report["readings"] if not matches(r, [0.0, *report["earlier"]] if r["best"] else
+                                                         every if r.get("phrase") else overall)]
 
 
 def _recomputed(report: dict) -> str:

@@ -22,7 +22,8 @@ class ClassScores:
     def __init__(self, session):
         self.session = session
         self.top_label = -1  # the largest class label seen in a batch a forward scored
-        self.scored: dict[int, dict] = {}  # forward index -> {"correct", "total", "counts", "source", "classes"}
+        self.scored: dict[int, dict] = {}  # forward index -> {"correct", "total", "counts", "hits", "source",
+        # "classes"}: "counts" and "hits" per class label, its samples and those decided right
         self.fallback_classes: int | None = None  # k of the first forward with gradients scored from its output
         session.on(Event.LOSS, OWNER, self.on_loss)
         session.on(Event.FORWARD_END, OWNER, self.on_forward_end)
@@ -56,17 +57,20 @@ class ClassScores:
         self._score(forward.index, predicted, labels, "output", k)
 
     def _score(self, index: int, predicted, labels, source: str, k: int | None = None) -> None:
-        row = self.scored.setdefault(index, {"correct": 0, "total": 0, "counts": defaultdict(int), "source": source,
-                                             "classes": k})
+        row = self.scored.setdefault(index, {"correct": 0, "total": 0, "counts": defaultdict(int),
+                                             "hits": defaultdict(int), "source": source, "classes": k})
         if row["source"] != source:
             if source == "output":
                 return
-            row.update(correct=0, total=0, counts=defaultdict(int), source=source)  # the loss's own view wins
-        row["correct"] += int((predicted == labels).sum())
+            row.update(correct=0, total=0, counts=defaultdict(int), hits=defaultdict(int), source=source)  # the
+            # loss's own view wins
+        right = predicted == labels
+        row["correct"] += int(right.sum())
         row["total"] += len(labels)
-        values, counts = labels.unique(return_counts=True)
-        for value, count in zip(values.tolist(), counts.tolist()):
-            row["counts"][int(value)] += count
+        for kept, field in ((labels, "counts"), (labels[right], "hits")):
+            values, counts = kept.unique(return_counts=True)
+            for value, count in zip(values.tolist(), counts.tolist()):
+                row[field][int(value)] += count
 
     def usable(self, row: dict, first_loss: str | None = None, classes: int | None = None) -> bool:
         """The loss's own view of a sample's class; the model's output only where it scores the classes trained on

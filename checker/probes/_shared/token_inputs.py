@@ -82,6 +82,31 @@ def padding_id(module, args: tuple, kwargs: dict, tokens) -> tuple[int | None, s
     return None, "no padding id: no embedding has a padding_idx, and no mask or lengths passed with the tokens mark one"
 
 
+TRAILING = "the value that only ever ends the rows, in runs of different lengths (right padding)"
+
+
+def trailing_pad(tokens) -> int | None:
+    """The padding id of right-padded token rows nothing else marks: the value most rows end with, when each of its
+    occurrences lies in a run that reaches its row's end, some row ends with two or more of it, none is all of it,
+    and the runs differ in length (rows padded to the longest of their batch). Fixed-length rows ending in one EOS
+    each are not padded; a real token also occurs inside rows. Batch-first rows, or time-major columns."""
+    import torch
+
+    from checker.tensors import plain
+
+    if not plain(tokens) or tokens.dim() != 2 or tokens.shape[0] < 2 or tokens.shape[1] < 2:
+        return None
+    for rows in (tokens, tokens.t()):
+        last = rows[:, -1]
+        value = int(last.mode().values)
+        ends = rows == value
+        run = ends.flip(1).to(torch.int32).cumprod(1).sum(1)  # how many of it end each row
+        if 2 * int((last == value).sum()) >= len(last) and bool((run == ends.sum(1)).all()) \
+                and 2 <= int(run.max()) < rows.shape[1] and int(run.min()) != int(run.max()):  # each row holds a token
+            return value
+    return None
+
+
 class TokenForwards:
     """Keeps the arguments of the latest training forwards that take token ids, until ``stop()``."""
 
