@@ -11,12 +11,15 @@ from katas.engine.tree import find, method
 
 
 class KeepLossTensor(Operator):
-    """In a training loop, turn ``total += loss.item()`` (or ``float(loss)``) into ``total += loss``."""
+    """In a training loop, turn ``total += loss.item()`` (or ``float(loss)``) into ``total += loss``; where the loop
+    accumulates what a step function of the file returns (``output, loss = train(x, y)`` then ``total += loss``,
+    the step returning ``loss.item()``), make the step return the tensor."""
 
     no_site = "its training loop does not accumulate the loss with .item() or float()"
 
-    def losses(self, ctx: Context, loop: cst.For | cst.While) -> set[str]:
-        """The names and attributes (``loss``, ``self.loss``) that a ``.backward()`` in the loop starts from."""
+    def losses(self, ctx: Context, loop: cst.For | cst.While | cst.FunctionDef) -> set[str]:
+        """The names and attributes (``loss``, ``self.loss``) that a ``.backward()`` in the loop (or function) starts
+        from."""
         return {ctx.code(n) for call in ctx.calls(loop.body, "backward")
                 for n in find(call.func.value, cst.Name, cst.Attribute)}
 
@@ -33,6 +36,23 @@ class KeepLossTensor(Operator):
                     found.append((node, call))
         return found
 
+    def returned(self, ctx: Context, loop: cst.For | cst.While) -> list[tuple[cst.CSTNode, cst.Call]]:
+        """(accumulating statement, conversion call in a step function's ``return``) for ``total += loss`` in the
+        loop, where ``loss`` was bound in the loop from a call of a function of the file that backwards a loss and
+        returns it converted (``return output, loss.item()``)."""
+        found = []
+        for node in find(loop.body, cst.AugAssign):
+            accumulated = {n.value for n in find(node.value, cst.Name)}
+            for assign in find(loop.body, cst.Assign):
+                bound = {n.value for t in assign.targets for n in find(t.target, cst.Name)}
+                if not isinstance(assign.value, cst.Call) or not bound & accumulated:
+                    continue
+                for function in ctx.callees(assign.value):
+                    losses = self.losses(ctx, function)
+                    found += [(node, call) for ret in find(function, cst.Return) for call in find(ret, cst.Call)
+                              if (loss := self.converted(call)) is not None and ctx.code(loss) in losses]
+        return found
+
     @staticmethod
     def converted(call: cst.Call) -> cst.BaseExpression | None:
         """``x`` when ``call`` is ``x.item()`` or ``float(x)``, with ``x`` a name or an attribute."""
@@ -46,8 +66,9 @@ class KeepLossTensor(Operator):
         return value if isinstance(value, (cst.Name, cst.Attribute)) else None
 
     def sites(self, ctx: Context) -> list[Site]:
-        return [Site(f"leak:{ctx.where(node)}:{ctx.code(node)}", call)
-                for loop in innermost_training_loops(ctx) for node, call in self.conversions(ctx, loop)]
+        found = {call: node for loop in innermost_training_loops(ctx)
+                 for node, call in self.conversions(ctx, loop) + self.returned(ctx, loop)}
+        return [Site(f"leak:{ctx.where(node)}:{ctx.code(node)}", call) for call, node in found.items()]
 
     def mutate(self, ctx: Context, site: Site):
         loss = self.converted(site.node)

@@ -5,7 +5,7 @@ import libcst as cst
 
 from katas.catalogue import Bug
 from katas.engine.context import OPTIMIZER, Context, Role
-from katas.engine.operator import Example, Operator, Site, remove_statements
+from katas.engine.operator import Example, Operator, Site, remove_statements, rewrite
 from katas.engine.patterns import call_statement, later_siblings, runs_repeatedly, runs_within
 from katas.engine.tree import method
 
@@ -22,18 +22,28 @@ def in_training(ctx: Context, node: cst.CSTNode, loops: set) -> bool:
 
 
 def step_of(ctx: Context, statement: cst.CSTNode) -> tuple[Role, cst.BaseExpression | None] | None:
-    """(the optimizer's role, the GradScaler or None) when ``statement`` is ``optimizer.step()`` (no closure) or
-    ``scaler.step(optimizer)``."""
+    """(the optimizer's role, the GradScaler or None) when ``statement`` is ``optimizer.step()``,
+    ``optimizer.step(closure)`` or ``scaler.step(optimizer)``."""
     call = call_statement(statement)
     if method(call) != "step":
         return None
     owner = call.func.value
     role = ctx.role(owner)
     if role.kind == OPTIMIZER:
-        return (role, None) if not call.args else None
+        return (role, None) if not call.args or closure_of(ctx, call) is not None else None
     if call.args and call.args[0].keyword is None and (role := ctx.role(call.args[0].value)).kind == OPTIMIZER:
         return role, owner
     return None
+
+
+def closure_of(ctx: Context, call: cst.Call) -> cst.BaseExpression | None:
+    """The closure ``optimizer.step(closure)`` is given (positional, or ``closure=``) when it is a name; else None."""
+    if method(call) != "step" or ctx.role(call.func.value).kind != OPTIMIZER or len(call.args) != 1:
+        return None
+    arg = call.args[0]
+    if arg.keyword is not None and arg.keyword.value != "closure":
+        return None
+    return arg.value if isinstance(arg.value, (cst.Name, cst.Attribute)) else None
 
 
 def scaler_update(ctx: Context, statement: cst.CSTNode, scaler: cst.BaseExpression) -> cst.CSTNode | None:
@@ -55,7 +65,9 @@ def scaler_update(ctx: Context, statement: cst.CSTNode, scaler: cst.BaseExpressi
 
 class RemoveOptimizerStep(Operator):
     """Delete one optimizer step a training loop runs: ``optimizer.step()``, or ``scaler.step(optimizer)`` where
-    a GradScaler steps it (with the ``scaler.update()`` after it when no ``unscale_`` would let that run)."""
+    a GradScaler steps it (with the ``scaler.update()`` after it when no ``unscale_`` would let that run); a step
+    with a closure (LBFGS: ``optimizer.step(closure)``) becomes the closure's call, which still computes the loss
+    and its gradients."""
 
     no_site = "it has no optimizer.step() (or scaler.step(optimizer)) in a training loop"
 
@@ -72,6 +84,9 @@ class RemoveOptimizerStep(Operator):
                 for statement, role, _ in self.steps(ctx)]
 
     def mutate(self, ctx: Context, site: Site):
+        closure = closure_of(ctx, call_statement(site.node))
+        if closure is not None:
+            return rewrite(ctx.module, {call_statement(site.node): lambda _: cst.Call(func=closure)})
         scaler = next(scaler for statement, _, scaler in self.steps(ctx) if statement is site.node)
         update = scaler_update(ctx, site.node, scaler) if scaler is not None else None
         return remove_statements(ctx, [site.node] + ([update] if update is not None else []))
