@@ -109,6 +109,13 @@ def test_fractions_percentages_counts_and_other_candidates_pass():
     assert judge(report("acc 0.963", per_batch)).status == PASS
 
 
+def test_a_summary_printed_after_a_later_evaluation_may_report_an_earlier_one():
+    """The distillation tutorial prints the teacher's accuracy at the end, after evaluating the student."""
+    assert judge({**report("Teacher accuracy: 91.00%"), "before": [0.91, 0.89]}).status == PASS
+    assert judge({**report("Teacher accuracy: 3462.50%"), "before": [0.91, 0.89]}).status == FAIL
+    assert judge(report("Teacher accuracy: 91.00%", earlier=[0.91])).status == FAIL  # a best's list is not that
+
+
 def test_a_best_accuracy_is_judged_against_every_earlier_evaluation_or_its_start():
     assert judge(report("acc 0.960 best acc 0.971", earlier=[0.93, 0.971, 0.96])).status == PASS
     assert judge(report("best acc: 0.00%", earlier=[0.96])).status == PASS

@@ -39,8 +39,12 @@ and 0 (a best not yet set).
 Rule. A reading *matches* a candidate a when |value - a| is at most half a unit of
 its last printed digit (at least 1e-5: float32 sums and means printed in full), or,
 for a whole number, when a is up to one unit above it (a percentage truncated:
-``100 * correct // total``); a bare number matches as a fraction or as a percentage. A tied print *disagrees*
-when one of its readings matches no candidate. The probe fails when a print
+``100 * correct // total``); a bare number matches as a fraction or as a percentage. A reading that matches no
+candidate may still sum up an earlier evaluation (``Teacher accuracy: 91 %`` printed
+at the end, after the student's): it matches the accuracy (correct / samples) of any
+evaluation before the one it is tied to (the last 64; in a distributed run, over
+every rank's samples). A tied print *disagrees* when one of its readings matches none of
+these. The probe fails when a print
 disagrees and each of its evaluation passes ran exactly one scored forward per
 batch; it cannot tell when only prints whose evaluation ran several scored
 forwards per batch disagree (test-time augmentation, an ensemble, two models in
@@ -81,6 +85,7 @@ SYMPTOM_ID, SYMPTOM = "printed-accuracy", "printed accuracy against outputs and 
 FLOOR = 1e-5  # the smallest tolerance, as a fraction: float32 sums and means
 MAX_PRINTS = 200  # prints with a reading kept for the summary
 MAX_TEXT = 160
+MAX_EARLIER = 64  # evaluations before a print whose accuracies it may sum up ("Teacher accuracy: ..." at the end)
 QUALIFIERS = 3  # words right before a label read for what it qualifies (best val acc)
 ACCURACY_WORDS = {"acc", "accuracy", "accu"}
 TRAILING = {"1", "score", "pct", "percent"}  # parts allowed after the accuracy word (acc1, acc@1, accuracy_score)
@@ -229,6 +234,9 @@ class Observer:
             if any(r["best"] for r in found):
                 report["earlier"] = sorted({c["accuracy"] for b in blocks if b[1] <= position
                                             for c in accuracies(b[2], "evaluation")})
+            before = [i for i, b in enumerate(blocks) if b[1] <= recent[0][0]][-MAX_EARLIER:]
+            report["before"] = [obs.blocks[i]["correct"] / obs.blocks[i]["total"] for i in before]
+            report["before_blocks"] = before
             obs.reports.append(report)
         return obs
 
@@ -314,8 +322,8 @@ def matches(entry: dict, accuracies: list[float]) -> bool:
 
 def disagreeing(report: dict) -> list[dict]:
     """The report's readings that match no candidate: a best-so-far one none of the evaluations until then."""
-    overall = [c["accuracy"] for c in report["candidates"] if not c.get("per_class")]
-    every = [c["accuracy"] for c in report["candidates"]]
+    overall = [c["accuracy"] for c in report["candidates"] if not c.get("per_class")] + report.get("before", [])
+    every = [c["accuracy"] for c in report["candidates"]] + report.get("before", [])
     return [r for r in report["readings"] if not matches(r, [0.0, *report["earlier"]] if r["best"] else
                                                          every if r.get("phrase") else overall)]
 
@@ -386,7 +394,9 @@ def judge_ranks(observations: list[Observation], facts: list[RunFacts]) -> Findi
             # a print that says it is one rank's own ("rank 1: acc ...", "local acc") may report its shard
             own_words = re.search(r"\b(rank|local|shard)\b", report["text"], re.IGNORECASE)
             mine_too = [c for c in report["candidates"] if c["what"].startswith("evaluation")] if own_words else []
-            merged.reports.append({**report, "candidates": [whole, *mine_too, *training]})
+            before = [sum(o.blocks[b]["correct"] for o in evaluating) / sum(o.blocks[b]["total"] for o in evaluating)
+                      for b in report.get("before_blocks", [])]
+            merged.reports.append({**report, "candidates": [whole, *mine_too, *training], "before": before})
             mine = next((c for c in report["candidates"] if c["what"] == "evaluation" and c["correct"] is not None),
                         None)
             if mine is not None and len(evaluating) > 1:
