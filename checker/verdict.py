@@ -259,9 +259,11 @@ def _judge_ranks(report: Report, ranks: list[RankRun], parent: dict | None = Non
             if probe.id == "health" and not grouped:
                 findings = [shared_start(f, findings) for f in findings]
             labels = [f"{'rank' if grouped else 'process'} {i}" for i in range(len(findings))]
-            if not grouped and parent_facts is not None and probe.id != "health":  # the workers trained; what
-                own = _judged(probe, parent, parent_facts)  # the main process did itself (evaluate the shared
-                if own.status != NOT_APPLICABLE:  # model after they joined) is judged too
+            # workers sharing one model trained it; what the main process did itself (evaluate the model after
+            # they joined) is judged with them, all but the training gate, which only the workers answer
+            if not grouped and parent_facts is not None and probe.id != "health":
+                own = _judged(probe, parent, parent_facts)
+                if own.status != NOT_APPLICABLE:
                     findings, labels = [*findings, own], [*labels, "the main process"]
             report.findings.append(merged(findings, "rank" if grouped else "process", labels))
     return _conclude(report, expect)
