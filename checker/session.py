@@ -11,9 +11,7 @@ from checker.facts import PassFacts, RunFacts
 from checker.ledger import UpdateLedger
 from checker.params import total_norm
 from checker.patches import Patches
-from checker.timeline import EVAL, TRAIN, compiled_modes
-
-__all__ = ["Session", "TRAIN", "EVAL", "compiled_modes"]
+from checker.timeline import EVAL, TRAIN
 
 
 @dataclass

@@ -258,13 +258,14 @@ def _judge_ranks(report: Report, ranks: list[RankRun], parent: dict | None = Non
             findings = [_judged(probe, r.record, f) for r, f in zip(ranks, facts)]
             if probe.id == "health" and not grouped:
                 findings = [shared_start(f, findings) for f in findings]
-            labels = [f"{'rank' if grouped else 'process'} {i}" for i in range(len(findings))]
+            labels = None
             # workers sharing one model trained it; what the main process did itself (evaluate the model after
             # they joined) is judged with them, all but the training gate, which only the workers answer
             if not grouped and parent_facts is not None and probe.id != "health":
                 own = _judged(probe, parent, parent_facts)
                 if own.status != NOT_APPLICABLE:
-                    findings, labels = [*findings, own], [*labels, "the main process"]
+                    labels = [*(f"process {i}" for i in range(len(findings))), "the main process"]
+                    findings = [*findings, own]
             report.findings.append(merged(findings, "rank" if grouped else "process", labels))
     return _conclude(report, expect)
 
@@ -291,13 +292,13 @@ def merged(findings: list[Finding], unit: str = "rank", labels: list[str] | None
     worst = max(findings, key=lambda f: SEVERITY.get(f.status, 0))
     if worst.status in (PASS, NOT_APPLICABLE):
         return worst
+    labels = labels or [f"{unit} {i}" for i in range(len(findings))]
     where = [rank for rank, f in enumerate(findings) if f.status == worst.status]
-    numbered = labels is None or all(labels[i] == f"{unit} {i}" for i in where)
     if len(where) == 1:
-        label = f"{unit} {where[0]}" if numbered else labels[where[0]]
+        label = labels[where[0]]
     elif len(where) == len(findings):
         label = f"every {unit}"
-    elif numbered:
+    elif all(labels[i] == f"{unit} {i}" for i in where):
         label = ("processes " if unit == "process" else f"{unit}s ") + ", ".join(map(str, where))
     else:
         label = ", ".join(labels[i] for i in where)

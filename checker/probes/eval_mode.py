@@ -50,7 +50,7 @@ class Observer:
     def __init__(self, session):
         self.session = session
         self.scored: set[int] = set()  # indices of forwards whose outputs a loss took, or that ran on labelled batches
-        self.losses: set[int] = set()  # ids of the models whose outputs a loss took (in any phase)
+        self.losses: set[int] = set()  # serials (``Forward.module``) of the models whose outputs a loss took
         session.on(Event.FORWARD, ID, self.on_forward)
         session.on(Event.LOSS, ID, self.on_loss)
 

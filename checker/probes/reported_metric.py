@@ -70,6 +70,7 @@ each; ties are worked out once, at the end of the run.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 from checker.events import Event
@@ -164,10 +165,12 @@ def readings(text: str) -> list[dict]:
     for word in WORD.finditer(text):
         if text[end:word.start()].strip():
             before = []
-        match = VALUE.match(text, word.end()) or after_phrase(text, word.end())
+        match, phrased = VALUE.match(text, word.end()), False
+        if match is None:
+            match = after_phrase(text, word.end())
+            phrased = match is not None
         kind = accuracy_label(word.group(), before[-QUALIFIERS:]) if match else None
         if kind:
-            phrased = match.start() > word.end() and text[word.end():match.start()].strip(" :='\"") != ""
             found += [{"label": word.group(), "text": m.group().strip(" :='\"").strip(), "values": values,
                        "best": kind == "best", "phrase": phrased}
                       for m in (match, ASIDE.match(text, match.end())) if m and (values := reading(m))]
@@ -302,13 +305,10 @@ def accuracies(rows: list[dict], what: str) -> list[dict]:
 def per_class(rows: list[dict]) -> list[dict]:
     """The accuracy over each class's samples: what a label followed by a phrase may report (``Accuracy of plane :
     45 %``). Only such readings are matched against them."""
-    counts: dict[int, int] = {}
-    hits: dict[int, int] = {}
+    counts, hits = Counter(), Counter()
     for row in rows:
-        for label, n in row["counts"].items():
-            counts[label] = counts.get(label, 0) + n
-        for label, n in row.get("hits", {}).items():
-            hits[label] = hits.get(label, 0) + n
+        counts.update(row["counts"])
+        hits.update(row["hits"])
     return [{"what": f"evaluation, class {label}", "accuracy": hits.get(label, 0) / n, "correct": hits.get(label, 0),
              "total": n, "per_class": True} for label, n in sorted(counts.items()) if n]
 

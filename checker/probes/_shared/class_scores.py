@@ -64,13 +64,14 @@ class ClassScores:
                 return
             row.update(correct=0, total=0, counts=defaultdict(int), hits=defaultdict(int), source=source)  # the
             # loss's own view wins
-        right = predicted == labels
-        row["correct"] += int(right.sum())
         row["total"] += len(labels)
-        for kept, field in ((labels, "counts"), (labels[right], "hits")):
-            values, counts = kept.unique(return_counts=True)
-            for value, count in zip(values.tolist(), counts.tolist()):
-                row[field][int(value)] += count
+        keys, counts = (2 * labels + (predicted == labels)).unique(return_counts=True)  # one host sync: per label,
+        for key, count in zip(keys.tolist(), counts.tolist()):  # its samples decided wrong (even) and right (odd)
+            label, right = divmod(int(key), 2)
+            row["counts"][label] += count
+            if right:
+                row["hits"][label] += count
+                row["correct"] += count
 
     def usable(self, row: dict, first_loss: str | None = None, classes: int | None = None) -> bool:
         """The loss's own view of a sample's class; the model's output only where it scores the classes trained on

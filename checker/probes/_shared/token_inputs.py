@@ -43,14 +43,10 @@ def integer(t) -> bool:
     return not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool
 
 
-def token_input(module, args: tuple, kwargs: dict):
-    """The (batch, time) integer tensor of the call, when the model embeds tokens; else None."""
-    import torch
-
+def token_input(args: tuple, kwargs: dict):
+    """The (batch, time) integer tensor among a call's arguments, or None (asked of a model that embeds tokens)."""
     from checker.tensors import tensors_in
 
-    if not any(isinstance(m, torch.nn.Embedding) for m in module.modules()):
-        return None
     return next((t for t in tensors_in((args, kwargs)) if integer(t) and t.dim() == 2 and t.shape[1] >= 2), None)
 
 
@@ -136,7 +132,7 @@ class TokenForwards:
         embeds = self._embeds.get(pending.module)
         if embeds is None:
             embeds = self._embeds[pending.module] = any(isinstance(m, torch.nn.Embedding) for m in module.modules())
-        tokens = token_input(module, args, kwargs) if embeds else None
+        tokens = token_input(args, kwargs) if embeds else None
         if tokens is None:
             self.misses += 1
             if self.misses >= GIVE_UP and not self.seen_tokens:
