@@ -21,14 +21,20 @@ from typing import Callable
 from checker import record
 
 HEARTBEAT = "heartbeat"
+CHECKER = os.path.dirname(os.path.abspath(__file__)) + os.sep  # the checker's own files
 _kept: list[dict] = []
 
 
 def script_traceback(exc: BaseException, script: str) -> str:
-    """The traceback, keeping only frames from the script's own folder."""
-    folder = os.path.dirname(os.path.abspath(script)) + os.sep
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if os.path.abspath(f.filename).startswith(folder)]
-    lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames)] if frames else []
+    """The traceback of what the script raised, as its own: from the script's first frame down (never what ran it:
+    the checker, ``runpy``), keeping the frames of files in its folder (the script and the modules of its own it
+    imports), never the checker's."""
+    script = os.path.abspath(script)
+    folder = os.path.dirname(script) + os.sep
+    frames = traceback.extract_tb(exc.__traceback__)
+    first = next((i for i, frame in enumerate(frames) if frame.filename == script), 0)
+    own = [frame for frame in frames[first:] if frame.filename.startswith(folder) and not frame.filename.startswith(CHECKER)]
+    lines = ["Traceback (most recent call last):\n", *traceback.format_list(own)] if own else []
     return "".join(lines + traceback.format_exception_only(type(exc), exc)).rstrip()
 
 
@@ -90,10 +96,9 @@ def looping_stack(frame, folder: str) -> str:
 def looping(places: list, folder: str) -> str:
     import dis
 
-    checker = os.path.dirname(os.path.abspath(__file__)) + os.sep
     for code, offset, line in places:  # outermost first
         path = os.path.abspath(code.co_filename)
-        if path.startswith(folder) and not path.startswith(checker) and inside_loop(code, offset, dis):
+        if path.startswith(folder) and not path.startswith(CHECKER) and inside_loop(code, offset, dis):
             return f"{os.path.basename(code.co_filename)}:{line} (in {code.co_name})"
     return ""
 

@@ -1,10 +1,16 @@
 """The harness: a probe whose observer cannot even be built is that probe's error, never the script's."""
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
+import tempfile
 
-from checker import record
+import pytest
+from conftest import check
+from tracebacks import ERROR, FRAMES, copy_raises_deep, frames
+
+from checker import harness, record
 from checker.runner import Limits, Run, child_env
 from checker.verdict import judge
 
@@ -54,3 +60,31 @@ def test_an_observer_that_fails_to_start_is_reported_as_that_probes_error(tmp_pa
     assert statuses["clip-order"] == "error" and report.verdict == "fail"
     assert "observer could not start" in next(f.message for f in report.findings if f.probe == "clip-order")
     assert statuses["grads-accumulate"] == "pass"
+
+
+def test_a_traceback_starts_at_the_scripts_own_first_frame(tmp_path, monkeypatch):
+    """What ran the script (here a module beside it, as the checker is when the script sits above it; runpy) is
+    never shown; the script's frames and those of its own modules below them are."""
+    script = copy_raises_deep(tmp_path)
+    (tmp_path / "launch.py").write_text("import runpy\n\n\ndef launch(path):\n    runpy.run_path(path, run_name='__main__')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "units", raising=False)
+    launch = importlib.import_module("launch")
+    with pytest.raises(KeyError) as raised:
+        launch.launch(str(script))
+    monkeypatch.delitem(sys.modules, "units")
+    monkeypatch.delitem(sys.modules, "launch")
+    shown = harness.script_traceback(raised.value, str(script))
+    assert frames(shown) == FRAMES and shown.endswith(ERROR)
+
+
+def test_a_crash_checked_warm_shows_the_scripts_own_frames_only(tmp_path, monkeypatch):
+    """The scratch folder the script runs in inside the script's own folder: runpy's frames (whose names are no
+    paths) are no frames of the script's."""
+    script = copy_raises_deep(tmp_path)
+    (tmp_path / "scratch").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "scratch"))
+    report = check(script)
+    assert report.verdict == "script-failed" and report.problem == f"the script raised {ERROR}"
+    detail = report.to_json()["detail"]
+    assert frames(detail) == FRAMES and detail.endswith(ERROR) and "runpy" not in detail

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, WORKERS
+from tracebacks import ERROR, FRAMES, copy_raises_deep, frames
 
 CORPUS = ROOT / "tests" / "untrusted"
 DAEMON_MARK = "kata-untrusted-daemon"
@@ -114,6 +115,18 @@ def test_case_ends_with_its_exit_code_and_message(name, options, code, words, re
     else:
         message = result.stderr
     assert words in message, message
+
+
+def test_a_crash_shows_the_scripts_own_frames_only(tmp_path):
+    """Cold, with the scratch folder the script runs in inside the script's own folder: what ran the script (the
+    checker, runpy) is never shown, its own frames and its module's are."""
+    script = copy_raises_deep(tmp_path)
+    (tmp_path / "scratch").mkdir()
+    result = subprocess.run([sys.executable, "-m", "katas", "check", "--json", str(script)], capture_output=True,
+                            text=True, timeout=120, env=dict(os.environ, TMPDIR=str(tmp_path / "scratch")))
+    doc = json.loads(result.stdout)
+    assert result.returncode == doc["exit_code"] == 3 and doc["problem"] == f"the script raised {ERROR}"
+    assert frames(doc["detail"]) == FRAMES and doc["detail"].endswith(ERROR) and "runpy" not in doc["detail"]
 
 
 def test_nothing_reports_pass_unless_it_trained_correctly(results):
