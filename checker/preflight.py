@@ -1,6 +1,7 @@
 """Checks on the file itself, before anything runs: each problem is one clear line and an exit code."""
 from __future__ import annotations
 
+import traceback
 from pathlib import Path
 
 from checker.exits import EXIT_SCRIPT_FAILED, EXIT_USAGE
@@ -13,7 +14,8 @@ class Unusable(Exception):
 
 
 def preflight(path: Path) -> None:
-    """Raise ``Unusable`` unless ``path`` is a non-empty UTF-8 Python script that compiles."""
+    """Raise ``Unusable`` unless ``path`` is a non-empty UTF-8 Python script that compiles. `kata check` and
+    `kata new --from` both refuse a file this way."""
     if not path.exists():
         raise Unusable(f"{path} does not exist: check the path", EXIT_USAGE)
     if path.is_dir():
@@ -29,10 +31,7 @@ def preflight(path: Path) -> None:
         raise Unusable(f"{path} is empty: nothing to check", EXIT_USAGE)
     try:
         compile(text, str(path), "exec")
-    except SyntaxError as exc:
-        caret = ""
-        if exc.text:
-            line = exc.text.rstrip("\n")
-            caret = f"\n    {line.strip()}\n    {' ' * max(0, (exc.offset or 1) - 1 - (len(line) - len(line.lstrip())))}^"
-        raise Unusable(f"{path}, line {exc.lineno}: syntax error ({exc.msg}); fix it and check again",
-                       EXIT_SCRIPT_FAILED, f'  File "{path}", line {exc.lineno}{caret}\nSyntaxError: {exc.msg}') from None
+    except SyntaxError as exc:  # one line, and as the detail Python's own report (the line, with a caret)
+        where = f", line {exc.lineno}" if exc.lineno else ""
+        raise Unusable(f"{path}{where}: syntax error ({exc.msg})", EXIT_SCRIPT_FAILED,
+                       "".join(traceback.format_exception_only(exc)).rstrip()) from None

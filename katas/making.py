@@ -70,12 +70,14 @@ def regenerate(info: KataInfo) -> tuple[str, str]:
 
 def applicable(bugs: list[Bug], scripts: list[tuple[Path, str]], seed: int) -> Iterator[tuple[Bug, Start]]:
     """Each (bug, script as written) where the bug has a site, in a fixed order, reading scripts only as
-    they are needed; when there is none, an error that says for each bug what the scripts lack."""
+    they are needed; when there is none, an error that says so: that the scripts have no training loop, else for
+    each bug what they lack."""
     from katas.engine.inject import sites
 
-    found = False
+    found, read = False, []
     for path, label in scripts:
         written = read_start(path, label, seed, plain=True)
+        read.append(written)
         for bug in bugs:
             if sites(bug, written.ctx):
                 found = True
@@ -83,6 +85,9 @@ def applicable(bugs: list[Bug], scripts: list[tuple[Path, str]], seed: int) -> I
     if found:
         return
     where = " or ".join(path.name for path, _ in scripts)
+    if not any(start.ctx.training_loops() for start in read):
+        raise KataError(f"no training loop found in {where}: a bug is planted into a training script, with a for or "
+                        "while loop whose steps call .backward() (in the loop, or in a function of the script it calls)")
     if len(bugs) == 1:
         raise KataError(f"`{bugs[0].id}` does not apply to {where}: {bugs[0].operator.no_site}")
     width = max(len(b.id) for b in bugs)

@@ -139,9 +139,21 @@ def test_a_bug_that_does_not_apply_exits_2_and_says_why(tmp_path):
     assert "`scheduler` does not apply to binary.py: it has no learning-rate scheduler" in result.output
 
 
-def test_when_no_bug_fits_your_script_each_bug_says_what_it_lacks(tmp_path):
+def test_a_script_without_a_training_loop_is_told_so_in_one_line(tmp_path):
     script = tmp_path / "train.py"
     script.write_text("import torch\n\nprint(torch.ones(2).sum())\n")
+    result = kata("new", "--from", str(script), "--dir", str(tmp_path / "out"))
+    assert result.exit_code == 2
+    assert result.output.splitlines() == [
+        "Error: no training loop found in train.py: a bug is planted into a training script, with a for or while loop "
+        "whose steps call .backward() (in the loop, or in a function of the script it calls)"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_when_no_bug_fits_a_training_loop_each_bug_says_what_it_lacks(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import torch\n\nw = torch.ones(2, requires_grad=True)\nfor _ in range(3):\n"
+                      "    (w * 2).sum().backward()\n")
     result = kata("new", "--from", str(script), "--dir", str(tmp_path / "out"))
     assert result.exit_code == 2 and "no bug applies to train.py:" in result.output
     lines = result.output.splitlines()
@@ -213,11 +225,16 @@ def test_from_keeps_your_text_where_the_disguise_hides_the_bugs_site(tmp_path):
     assert read_metadata(tmp_path / "01.py").plain
 
 
-def test_from_a_file_that_is_not_python_is_a_clear_error(tmp_path):
+def test_from_a_file_with_a_syntax_error_shows_pythons_own_report_as_kata_check_does(tmp_path):
     bad = tmp_path / "notes.py"
-    bad.write_text("this is not ( python\n")
+    bad.write_text("import torch\n\nfor x in range(3)\n    print(x)\n")
     result = kata("new", "--from", str(bad), "--dir", str(tmp_path / "out"))
-    assert result.exit_code == 2 and "cannot read" in result.output
+    assert result.exit_code == 2
+    checked = kata("check", str(bad))
+    said = f'  File "{bad}", line 3\n    for x in range(3)\n                     ^\nSyntaxError: expected \':\'\n'
+    assert result.stderr.startswith(said) and checked.stderr.startswith(said)
+    assert result.stderr.endswith(f"Error: {bad}, line 3: syntax error (expected ':')\n")
+    assert "ParserSyntaxError" not in result.output and not (tmp_path / "out").exists()
 
 
 def test_new_never_imports_torch(tmp_path):

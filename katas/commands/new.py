@@ -89,6 +89,7 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bo
     except UnknownBug as exc:
         raise KataError(str(exc)) from None
     if source_path:
+        runnable(source_path)
         scripts = [(source_path, str(source_path.resolve()))]  # recorded absolute: reset works from any folder
     else:
         scripts = [(p, p.stem) for p in ([pick_reference(ref)] if ref else references().values())]
@@ -143,6 +144,19 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bo
     where = dir_flag(folder)
     console.print(f"(or re-check on every save: [bold]kata watch {target.stem}{where}[/]; "
                   f"stuck? [bold]kata hint {target.stem}{where}[/])")
+
+
+def runnable(path: Path) -> None:
+    """Refuse, as `kata check` would, a script that cannot run: not a UTF-8 .py file, empty, or with a syntax error
+    (Python's own report of it, with the line and a caret, then the one-line error)."""
+    from checker.preflight import Unusable, preflight
+
+    try:
+        preflight(path)
+    except Unusable as exc:
+        if exc.detail:
+            click.echo(exc.detail, err=True)
+        raise KataError(str(exc)) from None
 
 
 def settled(start: Start, seed: int, device: str, limits, nproc: int = 1) -> tuple[Start, Report]:
