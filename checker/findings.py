@@ -6,7 +6,7 @@ give a kata's answer away; it defaults to the diagnosis where that names no caus
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import Enum
 
 
@@ -61,11 +61,3 @@ class Finding:
     def symptom(self) -> str:
         return self.observed or self.message
 
-    def to_json(self) -> dict:
-        data = asdict(self)
-        data["observed"] = self.symptom
-        if self.parts:
-            data["parts"] = [part.to_json() for part in self.parts]
-        else:
-            del data["parts"]
-        return data

@@ -17,7 +17,7 @@ from checker.findings import ADVICE, CANNOT_TELL, ERROR, FAIL, NOT_APPLICABLE, P
 from checker.probes import BY_ID, PROBES
 from checker.runner import Limits, RankRun, Run
 
-SCHEMA = "torch-katas/check/4"
+SCHEMA = "torch-katas/check/5"  # its fields: docs/json.md; bumped whenever they change
 DIAGNOSIS, SYMPTOMS = "diagnosis", "symptoms"
 
 
@@ -34,7 +34,7 @@ class Report:
     log_path: str = ""
     output_truncated: bool = False
     disclosure: str = DIAGNOSIS
-    ran: bool = True  # False when the file could not be run at all
+    ran: bool = True  # False when the script was never started (an unusable file, --device cuda without CUDA)
     nproc: int = 1  # ranks launched (1: a single process)
     notes: list[str] = field(default_factory=list)  # what happened beside the verdict (processes left running)
     stopped: dict | None = None  # where a break left training in the middle of a pass (see RunFacts.stopped)
@@ -66,7 +66,7 @@ class Report:
             "notes": self.notes,
             "stopped": self.stopped,
             "disclosure": self.disclosure,
-            "probes": [f.to_json() if self.disclosure == DIAGNOSIS else symptom_json(f) for f in self.findings],
+            "probes": [finding_json(f, self.disclosure) for f in self.findings],
             "output_tail": self.output,
             "output_truncated": self.output_truncated,
             "log": self.log_path,
@@ -78,13 +78,18 @@ def symptom_title(probe: str) -> str:
     return known.symptom if known else probe
 
 
-def symptom_json(f: Finding) -> dict:
-    """A finding as its symptom: named by what was seen, without the probe's id or its diagnosis."""
+def finding_json(f: Finding, disclosure: str) -> dict:
+    """A finding in the JSON report, one shape at both levels: the check named by what it looks at, with what was
+    seen and its evidence; at the diagnosis level also the probe's id, its title and the message that names the
+    cause. A part of a check of several criteria (the health gate) is named by its criterion at both levels."""
     known = BY_ID.get(f.probe)
-    doc = {"symptom": known.symptom_id if known else f.probe, "title": symptom_title(f.probe), "status": f.status,
-           "measured": f.measured, "threshold": f.threshold, "observed": f.symptom, "series": f.series}
-    if f.parts:
-        doc["parts"] = [symptom_json(part) for part in f.parts]
+    doc = {"check": known.symptom_id if known else f.probe, "title": known.symptom if known else f.title}
+    if disclosure == DIAGNOSIS:
+        doc.update(probe=f.probe, probe_title=f.title)
+    doc.update(status=f.status, measured=f.measured, threshold=f.threshold, observed=f.symptom)
+    if disclosure == DIAGNOSIS:
+        doc["message"] = f.message
+    doc.update(series=f.series, parts=[finding_json(part, disclosure) for part in f.parts])
     return doc
 
 
@@ -98,6 +103,7 @@ def judge(run: Run, script: str, device: str, limits: Limits, expect: Expectatio
     """The report on ``run``, its verdict decided here once. With ``expect`` (a kata's or a task's planted bugs),
     a clean check passes only when those bugs are gone (see :mod:`checker.expectation`)."""
     report = _judge(run, script, device, limits, expect)
+    report.ran = report.verdict != Verdict.USAGE  # refused before the script started (--device cuda without CUDA)
     if expect is not None and report.kata is None:  # the run went wrong: what the bugs' probes say is not known
         report.kata = expect.status(report.statuses())
     return report
@@ -185,7 +191,8 @@ def early_end(outcome: dict, facts: RunFacts, found: dict) -> str:
 def _failure(outcome: dict, who: str) -> tuple[Verdict, str] | None:
     """(verdict, problem) when the script did not run to its end; None when it did."""
     if outcome["status"] == "no-cuda":
-        return Verdict.USAGE, "--device cuda was asked for, but CUDA is not available here"
+        return Verdict.USAGE, ("--device cuda was asked for, but CUDA is not available here: check on a machine "
+                               "with CUDA, or without --device cuda")
     if outcome["status"] == "exception":
         error = outcome["error"]
         hint = ""

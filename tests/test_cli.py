@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from conftest import FIXTURES, REFERENCES, ROOT
 from tracebacks import ERROR, FRAMES, copy_raises_deep, frames
 
+from checker.verdict import SCHEMA
 from katas.cli import main
 
 
@@ -36,7 +37,7 @@ def test_json_report_is_versioned_and_complete():
     result = kata("check", "--json", str(FIXTURES / "grads_accumulate__broken.py"))
     assert result.exit_code == 1
     doc = json.loads(result.output)
-    assert doc["schema"] == "torch-katas/check/4"
+    assert doc["schema"] == SCHEMA
     assert doc["verdict"] == "fail" and doc["exit_code"] == 1
     assert doc["disclosure"] == "diagnosis" and doc["ran"] is True  # a script of one's own gets the diagnosis
     probes = {p["probe"]: p for p in doc["probes"]}

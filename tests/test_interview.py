@@ -11,6 +11,7 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 from click.testing import CliRunner
 from conftest import REFERENCES, WORKERS, check_all, failed_probes
+from documented_json import validate
 
 from checker.findings import NOT_APPLICABLE, PASS
 from katas.bugs import BUGS
@@ -227,6 +228,7 @@ def test_grading_a_script_that_cannot_run_still_writes_the_report_and_the_json(t
     (task / "candidate" / "train.py").write_text("def broken(:\n")
     result = CliRunner().invoke(main, ["grade", "--json", str(task)])
     doc = json.loads(result.stdout)
+    validate(doc, "grade")
     assert result.exit_code == doc["exit_code"] == 3
     assert {b["status"] for b in doc["bugs"]} == {"not checked"} and "syntax error" in doc["check"]["problem"]
     report = (task / "key" / "report.md").read_text()
@@ -241,4 +243,5 @@ def test_grade_json_prints_a_document_even_without_a_key(tmp_path):
     result = CliRunner().invoke(main, ["grade", "--json", str(tmp_path)])
     assert result.exit_code == 2
     doc = json.loads(result.stdout)
+    validate(doc, "grade error")
     assert doc["exit_code"] == 2 and "no answer key" in doc["error"]

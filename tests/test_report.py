@@ -109,7 +109,7 @@ def test_a_kata_reports_symptoms_until_diagnose_which_counts_like_a_hint(tmp_pat
     symptoms = kata("check", "--json", str(script))
     doc = json.loads(symptoms.stdout)
     assert symptoms.exit_code == 1 and doc["disclosure"] == SYMPTOMS
-    seen = {p["symptom"]: p for p in doc["probes"]}
+    seen = {p["check"]: p for p in doc["probes"]}
     assert seen["eval-repeatability"]["status"] == "fail" and "eval-mode" not in symptoms.stdout
     progress = tmp_path / ".kata" / "state.json"
     assert json.loads(progress.read_text())["katas"]["01"].get("diagnosed") in (None, False)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, WORKERS
+from documented_json import Invalid, validate
 from tracebacks import ERROR, FRAMES, copy_raises_deep, frames
 
 CORPUS = ROOT / "tests" / "untrusted"
@@ -115,6 +116,18 @@ def test_case_ends_with_its_exit_code_and_message(name, options, code, words, re
     else:
         message = result.stderr
     assert words in message, message
+
+
+def test_every_report_has_the_documented_shape(results):
+    """A pass, symptoms, crashes, timeouts, files that cannot run: one shape, the one docs/json.md documents."""
+    done, _, _ = results
+    invalid = {}
+    for name, result in done.items():
+        try:
+            validate(json.loads(result.stdout))
+        except Invalid as exc:
+            invalid[name] = str(exc)
+    assert invalid == {}
 
 
 def test_a_crash_shows_the_scripts_own_frames_only(tmp_path):
