@@ -18,6 +18,7 @@ import re
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable
 
 from katas.commands.common import KataError
 
@@ -64,7 +65,7 @@ def find_examples(start: Path | None = None) -> Path | None:
     return _nearest(start, is_examples)
 
 
-def _nearest(start: Path | None, wanted) -> Path | None:
+def _nearest(start: Path | None, wanted: Callable[[Path], bool]) -> Path | None:
     here = Path.cwd()
     origin = (here / start).resolve() if start is not None else here
     for folder in (origin, *origin.parents):
@@ -88,7 +89,7 @@ def start_workspace(folder: Path) -> bool:
     file in the way, is a clear error."""
     if is_examples(folder):
         raise KataError(f"{folder} holds the shipped examples; your own katas go in a workspace of their own "
-                            f"(the default: {default_workspace(folder)}/)")
+                        f"(the default: {default_workspace(folder)}/)")
     if folder.exists() and not folder.is_dir():
         raise KataError(f"{folder} is a file, not a folder")
     if (folder / META_DIR).is_dir():
