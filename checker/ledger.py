@@ -47,6 +47,9 @@ class UpdateLedger(Timeline):
 
     total_norm = staticmethod(total_norm)
 
+    def steps(self) -> int:
+        return self.updates
+
     def trained_params(self) -> list[torch.Tensor]:
         """Parameters an optimizer holds, or that were changed by hand (still alive)."""
         seen: dict[int, torch.Tensor] = {}

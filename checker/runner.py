@@ -20,6 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from checker import processes, record
 from checker.distributed import COLLECTIVE, FORKED, KEY, STOPPED, rank_dir
@@ -28,6 +29,7 @@ from checker.output import OutputReader
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 POLL = 0.05
+PROGRESS_EVERY = 0.25  # seconds between calls of a run's progress callback
 SHUTDOWN_GRACE = 5.0  # seconds a distributed run's processes get to exit once every rank wrote its record
 
 
@@ -124,13 +126,16 @@ class Launcher:
     returncode = ColdChild.returncode
 
 
-def run(script: Path, device: str = "cpu", limits: Limits = Limits(), warm=None, nproc: int = 1) -> Run:
+def run(script: Path, device: str = "cpu", limits: Limits = Limits(), warm=None, nproc: int = 1,
+        progress: Callable[[int | None], None] | None = None) -> Run:
     """Run ``script`` under observation; never writes to the script's folder.
 
     ``warm`` (a ``checker.warm.WarmServer``) forks the run from a process that already imported torch.
     ``nproc`` > 1 runs it as that many ranks of a distributed job, each observed and signing its own record:
     cold, under PyTorch's launcher; warm, forked with the environment the launcher would give them (processes
     they leave are then ended by the warm server, unnamed).
+    ``progress`` is called a few times a second while the script runs, with the training steps it has taken
+    (its heartbeat's count; the most of any rank), or None before it reported any.
     """
     channel = tempfile.mkdtemp(prefix="kata-channel-")
     scratch = tempfile.mkdtemp(prefix="kata-run-")
@@ -152,7 +157,7 @@ def run(script: Path, device: str = "cpu", limits: Limits = Limits(), warm=None,
             launch = warm.start if warm is not None else ColdChild
             child = launch(str(script.resolve()), device, channel, scratch, fifo, keys[0], token)
         members = (lambda: processes.tagged(token)) if dirs and warm is None else None
-        ended = watch(child, channel, reader, limits, started, dirs, members)
+        ended = watch(child, channel, reader, limits, started, dirs, members, progress)
         if dirs and ended == "exited" and warm is None:
             left = left_behind(child, token)
     except KeyboardInterrupt:
@@ -217,7 +222,7 @@ def _read(path: str) -> str:
 
 
 def watch(child, channel: str, reader: OutputReader, limits: Limits, started: float,
-          ranks: list[str] | None = None, members=None) -> str:
+          ranks: list[str] | None = None, members=None, progress: Callable[[int | None], None] | None = None) -> str:
     """Wait for the child; end it early on a limit. Returns how it ended.
 
     ``ranks``: the channel folders of a distributed run's ranks, each with its heartbeat and record;
@@ -229,7 +234,7 @@ def watch(child, channel: str, reader: OutputReader, limits: Limits, started: fl
     heartbeats = [os.path.join(folder, HEARTBEAT) for folder in folders]
     written = [os.path.join(folder, record.RECORD) for folder in folders]
     members = members or (lambda: processes.group_members(child.pid))
-    next_memory_check = next_listing = 0.0
+    next_memory_check = next_listing = next_progress = 0.0
     finished, last_finish, done = 0, started, 0  # ranks that wrote their record, and when the latest did
     while not child.wait(POLL) and not all(os.path.exists(path) for path in written):
         now = time.monotonic()
@@ -247,11 +252,20 @@ def watch(child, channel: str, reader: OutputReader, limits: Limits, started: fl
         beat = max([started] + [time.monotonic() - (time.time() - mtime) for mtime in map(_mtime, heartbeats) if mtime])
         if now - max(beat, reader.last_output, started, last_finish) > limits.idle:
             return "idle"
+        if progress is not None and now >= next_progress:
+            next_progress = now + PROGRESS_EVERY
+            progress(steps_taken(heartbeats))
         if limits.memory_mb and now >= next_memory_check:
             next_memory_check = now + 0.5
             if processes.memory_mb(members()) > limits.memory_mb:
                 return "memory"
     return "exited"
+
+
+def steps_taken(heartbeats: list[str]) -> int | None:
+    """The most training steps any heartbeat reports (None when none has reported yet)."""
+    counts = [int(text) for text in map(_read, heartbeats) if text.isdigit()]
+    return max(counts, default=None)
 
 
 def _mtime(path: str) -> float:

@@ -36,11 +36,24 @@ PR_SET_CHILD_SUBREAPER = 36
 class WarmServer:
     """The client side. Serves one check at a time; use one server per concurrent check."""
 
-    def __init__(self, env: dict[str, str]):
+    def __init__(self, env: dict[str, str], wait: bool = True):
+        """Start the server; with ``wait``, return once it serves checks (else see :meth:`ready`)."""
         self.proc = subprocess.Popen([sys.executable, "-m", "checker.warm"], env=env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, start_new_session=True)
-        if self.proc.stdout.readline() != b"ready\n":
-            raise RuntimeError("the warm checker did not start")
+        self.serving = False
+        if wait:
+            self.ready(None)
+
+    def ready(self, timeout: float | None) -> bool:
+        """Whether the server has imported torch and serves checks, waiting at most ``timeout`` seconds for it
+        (None: as long as it takes). A server that failed to start raises RuntimeError."""
+        if not self.serving:
+            if not select.select([self.proc.stdout], [], [], timeout)[0]:
+                return False
+            if self.proc.stdout.readline() != b"ready\n":
+                raise RuntimeError("the warm checker did not start")
+            self.serving = True
+        return True
 
     def start(self, script: str, device: str, channel: str, scratch: str, fifo: str, key: str,
               token: str) -> "WarmChild":
@@ -59,6 +72,9 @@ class WarmServer:
         return WarmChild(self, json.loads(self.proc.stdout.readline())["pid"])
 
     def close(self) -> None:
+        """Let the server end; one still importing torch is ended at once (it has started nothing yet)."""
+        if not self.serving:
+            self.proc.kill()
         self.proc.stdin.close()
         self.proc.wait()
 

@@ -21,11 +21,12 @@ def main(ctx: click.Context, folder: Path | None) -> None:
 
     \b
     Start here:
-      kata new                 plant a random bug in a reference script: broken/NN.py
-      kata check broken/01.py  check your fix (or any training script)
-      kata watch 01            re-check on every save
-      kata hint 01             the next of three graded hints
-      kata bugs                the bugs you can practise on; kata explain BUG for one
+      kata new                   plant a random bug in a reference script: practice/NN.py
+      kata check practice/01.py  check your fix (or any training script)
+      kata watch 01              re-check on every save
+      kata hint 01               the next of three graded hints
+      kata bugs                  the bugs you can practise on; kata explain BUG for one
+      kata check broken/01.py    a ready-made example (a clone's broken/, one per bug)
 
     \b
     Shell completion (kata numbers, bug ids), e.g. for bash:
@@ -35,6 +36,6 @@ def main(ctx: click.Context, folder: Path | None) -> None:
         learner.show_status(folder)
 
 
-for command in (new.new, check.check, watch.watch, learner.list_katas, learner.hint, learner.explain,
+for command in (learner.init, new.new, check.check, watch.watch, learner.list_katas, learner.hint, learner.explain,
                 learner.solution, learner.reset, new.bugs, interview.interview, interview.grade):
     main.add_command(command)

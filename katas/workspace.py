@@ -1,7 +1,10 @@
 """The learner's workspace: where the katas are, numbered kata files written atomically, and their metadata.
 
-``kata new`` writes ``broken/NN.py`` and ``broken/.kata/NN.json``. The metadata
-says how to regenerate the file; which bug was planted, and where, is sealed
+``kata new`` writes ``practice/NN.py`` and ``practice/.kata/NN.json`` (or into the
+workspace found here or above). The examples shipped in the repository's ``broken/``
+are katas too, but their ``.kata/`` holds a marker (``examples``): they are never
+taken for the learner's workspace, so the learner's katas never mix with them.
+The metadata says how to regenerate the file; which bug was planted, and where, is sealed
 (XOR with a keystream from SHAKE-256), so that neither a glance, nor a diff of
 the kata folder, nor a base64 decoder gives it away: `kata solution --reveal` does.
 """
@@ -15,9 +18,14 @@ import re
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable
+
+from katas.commands.common import KataError
 
 META_DIR = ".kata"
-DEFAULT_DIR = Path("broken")
+DEFAULT_DIR = Path("practice")  # the workspace `kata new` and `kata init` start when there is none
+LEGACY_DIR = Path("broken")  # where katas were written before workspaces had their own name; still found
+EXAMPLES_MARKER = "examples"  # in the .kata/ of a folder of shipped examples
 NUMBERED = re.compile(r"^(\d+)\.py$")
 FORMAT = 2
 SEAL = b"torch-katas/answer-key/2\0"  # fixed context of the keystream; the nonce varies per kata
@@ -36,18 +44,58 @@ class KataInfo:
     baseline: tuple[str, ...] = ()  # probes that failed on your own script before the bug was planted
 
 
-def find_workspace() -> Path | None:
-    """The kata folder nearest to the current folder, itself or above, found as git finds a repository.
+def is_examples(folder: Path) -> bool:
+    """Whether ``folder`` holds shipped examples (its ``.kata/`` is marked so), not a learner's workspace."""
+    return (folder / META_DIR / EXAMPLES_MARKER).is_file()
 
-    A kata folder holds ``.kata/``; a folder holding ``broken/.kata/`` stands for its ``broken/``.
-    The answer is relative to the current folder (``broken``, ``../broken``, ``.``).
+
+def find_workspace(start: Path | None = None) -> Path | None:
+    """The learner's workspace nearest to ``start`` (default: the current folder), itself or above, found as git
+    finds a repository.
+
+    A workspace holds ``.kata/`` and is not a folder of examples; a folder holding ``practice/.kata/`` (or, as
+    before workspaces had their own name, ``broken/.kata/``) stands for it. The answer is relative to the current
+    folder (``practice``, ``../practice``, ``.``).
     """
+    return _nearest(start, lambda candidate: (candidate / META_DIR).is_dir() and not is_examples(candidate))
+
+
+def find_examples(start: Path | None = None) -> Path | None:
+    """The folder of shipped examples nearest to ``start`` (default: the current folder), itself or above."""
+    return _nearest(start, is_examples)
+
+
+def _nearest(start: Path | None, wanted: Callable[[Path], bool]) -> Path | None:
     here = Path.cwd()
-    for folder in (here, *here.parents):
-        for candidate in (folder, folder / DEFAULT_DIR):
-            if (candidate / META_DIR).is_dir():
+    origin = (here / start).resolve() if start is not None else here
+    for folder in (origin, *origin.parents):
+        for candidate in (folder, folder / DEFAULT_DIR, folder / LEGACY_DIR):
+            if wanted(candidate):
                 return Path(os.path.relpath(candidate, here))
     return None
+
+
+def default_workspace(start: Path | None = None) -> Path:
+    """Where a new workspace goes: ``practice/`` beside the nearest shipped examples (a clone's root, even from
+    inside ``broken/``), else in ``start`` (default: the current folder)."""
+    examples = find_examples(start)
+    if examples is None:
+        return (start or Path()) / DEFAULT_DIR
+    return Path(os.path.normpath(examples / os.pardir / DEFAULT_DIR))  # from inside broken/: ../practice
+
+
+def start_workspace(folder: Path) -> bool:
+    """Make ``folder`` a workspace (its ``.kata/``); False when it already was one. A folder of examples, or a
+    file in the way, is a clear error."""
+    if is_examples(folder):
+        raise KataError(f"{folder} holds the shipped examples; your own katas go in a workspace of their own "
+                        f"(the default: {default_workspace(folder)}/)")
+    if folder.exists() and not folder.is_dir():
+        raise KataError(f"{folder} is a file, not a folder")
+    if (folder / META_DIR).is_dir():
+        return False
+    (folder / META_DIR).mkdir(parents=True)
+    return True
 
 
 def metadata_path(script: Path) -> Path:

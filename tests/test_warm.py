@@ -40,3 +40,17 @@ def test_warm_timeout_and_crash(tmp_path, server):
     boom.write_text("import os\nos._exit(0)\n")
     assert verdicts(boom, server)[:2] == ("script-failed", 3)
     assert verdicts(FIXTURES / "baseline.py", server)[:2] == ("pass", 0)  # the server is still fine
+
+
+def test_a_run_reports_its_training_steps_while_it_runs(server, tmp_path):
+    """The heartbeat carries the optimizer steps taken so far: what `kata watch`'s status line shows."""
+    slow = tmp_path / "slow.py"
+    slow.write_text("import time\nimport torch\n\nmodel = torch.nn.Linear(2, 1)\n"
+                    "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\nfor _ in range(10):\n"
+                    "    optimizer.zero_grad()\n    model(torch.ones(4, 2)).sum().backward()\n    optimizer.step()\n"
+                    "    time.sleep(0.2)\n")
+    seen: list[int | None] = []
+    result = run(slow, "cpu", Limits(timeout=60), warm=server, progress=seen.append)
+    steps = [s for s in seen if s is not None]
+    assert result.record["facts"]["updates"] == 10
+    assert steps == sorted(steps) and 0 < steps[-1] <= 10 and len(set(steps)) >= 3, seen

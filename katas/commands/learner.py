@@ -1,4 +1,4 @@
-"""The learner's loop: status, list, hint, explain, solution, reset."""
+"""The learner's loop: init, status, list, hint, explain, solution, reset."""
 from __future__ import annotations
 
 import difflib
@@ -10,11 +10,21 @@ import click
 
 from katas.commands.common import KataError, reference_source
 from katas.state import PASSED, PENDING, Progress, load, updating
-from katas.workspace import KataInfo, find_workspace, metadata_path, numbers, read_metadata, replace_with_backup
+from katas.workspace import (
+    KataInfo,
+    default_workspace,
+    find_examples,
+    find_workspace,
+    metadata_path,
+    numbers,
+    read_metadata,
+    replace_with_backup,
+    start_workspace,
+)
 
 
 def kata_dir(folder: Path | None) -> Path | None:
-    """The kata folder: ``folder`` when given, else the nearest one here or above (None if there is none)."""
+    """The kata folder: ``folder`` when given, else the nearest workspace here or above (None if there is none)."""
     return folder if folder is not None else find_workspace()
 
 
@@ -32,7 +42,8 @@ def complete_bug(ctx, param, incomplete: str):
 
 KATA_ARGUMENT = click.argument("kata", metavar="KATA", shell_complete=complete_kata)
 DIR_OPTION = click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path),
-                          help="The kata folder (default: the nearest one here or above holding .kata/ or broken/.kata/).")
+                          help="The kata folder (default: your workspace, the nearest one here or above; "
+                               "--dir broken for the shipped examples).")
 
 
 def kata_path(kata: str, folder: Path | None) -> Path:
@@ -41,8 +52,8 @@ def kata_path(kata: str, folder: Path | None) -> Path:
         return Path(kata)
     found = kata_dir(folder)
     if found is None:
-        raise KataError("no kata folder here or above (none holds broken/.kata/); make a kata with `kata new`, "
-                        "or name the folder with --dir")
+        raise KataError("no workspace here or above; `kata new` starts one with your first kata, or name a kata "
+                        f"folder with --dir{examples_hint()}")
     return found / f"{int(kata):02d}.py"
 
 
@@ -90,6 +101,12 @@ def katas_in(folder: Path | None) -> list[tuple[Path, Progress]]:
     return [(folder / f"{n:02d}.py", progress.get(f"{n:02d}", Progress())) for n in numbers(folder)]
 
 
+def examples_hint() -> str:
+    """`` (the ready-made examples: --dir broken)`` where shipped examples are found from here."""
+    examples = find_examples()
+    return f" (the ready-made examples: --dir {shlex.quote(str(examples))})" if examples else ""
+
+
 def show_status(folder: Path | None = None) -> None:
     """`kata` with no command: where you are and what to run next. Reads only; creates nothing."""
     from katas.render import make_console
@@ -100,7 +117,32 @@ def show_status(folder: Path | None = None) -> None:
     passed = sum(p.status == PASSED for _, p in katas)
     if katas:
         console.print(f"[bold]{folder}/[/]: {len(katas)} katas, {passed} passed, {len(katas) - passed} to go")
+    if folder is None:
+        console.print(f"No workspace yet: `kata new` starts one, {default_workspace()}/, with your first kata "
+                      "(or `kata init DIR` for another folder).")
+        examples = find_examples()
+        if examples is not None:
+            where = "This folder" if examples == Path() else f"{examples}/"
+            console.print(f"{where} holds {len(numbers(examples))} ready-made examples to check: "
+                          f"kata check {shlex.quote(str(examples / '01.py'))}")
+        return
     console.print(next_command(katas, folder))
+
+
+@click.command()
+@click.argument("folder", required=False, type=click.Path(file_okay=False, path_type=Path))
+def init(folder: Path | None) -> None:
+    """Start your workspace in FOLDER (default: practice/, beside the shipped examples when you are in a clone).
+
+    Your katas (`kata new`) and your progress, on them and on the shipped
+    examples in broken/, live there; the learner commands find it from any
+    folder below the one that holds it, as git finds a repository.
+    """
+    folder = folder or default_workspace()
+    if start_workspace(folder):
+        click.echo(f"Started your workspace {folder}/. Make your first kata: kata new{dir_flag(folder)}")
+    else:
+        click.echo(f"{folder}/ is already a workspace; nothing to do. Next: kata new{dir_flag(folder)}")
 
 
 @click.command("list")
@@ -109,7 +151,7 @@ def show_status(folder: Path | None = None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 @DIR_OPTION
 def list_katas(pending: bool, done: bool, as_json: bool, folder: Path | None) -> None:
-    """List the katas (in broken/, or --dir) with their status and the hints used.
+    """List the katas (in your workspace, or --dir) with their status and the hints used.
 
     A kata's bug is named only once the kata passes. `+diagnosis` marks a kata
     whose causes `kata check --diagnose` named before it passed (it counts like a hint).

@@ -44,7 +44,8 @@ def complete_reference(ctx, param, incomplete: str) -> list[str]:
                    "disguised: renamed, reordered, without its comments, so that a diff against it points nowhere.")
 @click.option("--seed", type=int, help="Makes the choice of bug and site reproducible (default: random, recorded).")
 @click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path),
-              help="Where katas are written (default: the kata folder here or above, as `kata` finds it; else broken/).")
+              help="Where katas are written (default: your workspace, found here or above as `kata` finds it; "
+                   "else a new one, practice/).")
 @click.option("--number", type=click.IntRange(min=1), help="Write DIR/NN.py instead of the next free number.")
 @click.option("--force", is_flag=True, help="With --number: replace an existing file, keeping a backup in DIR/.kata/backup.")
 @click.option("--no-verify", is_flag=True,
@@ -76,11 +77,20 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bo
     from katas.bugs import BUGS, lookup
     from katas.catalogue import UnknownBug
     from katas.engine.inject import ENGINE_VERSION, inject
-    from katas.workspace import DEFAULT_DIR, KataInfo, create_numbered, find_workspace, replace_with_backup, write_metadata
+    from katas.workspace import (
+        KataInfo,
+        create_numbered,
+        default_workspace,
+        find_workspace,
+        replace_with_backup,
+        write_metadata,
+    )
 
     if ref and source_path:
         raise KataError("use either --ref or --from, not both")
-    folder = folder or find_workspace() or DEFAULT_DIR
+    folder = folder or find_workspace()
+    started = folder is None  # the kata written below starts the default workspace
+    folder = folder or default_workspace()
     if number is not None and (folder / f"{number:02d}.py").exists() and not force:
         raise KataError(f"{folder / f'{number:02d}.py'} exists; add --force to replace it (a backup is kept)")
     seed = secrets.randbelow(1_000_000) if seed is None else seed
@@ -122,6 +132,8 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bo
     from katas.render import make_console
 
     console = make_console()
+    if started:
+        console.print(f"Started your workspace [bold]{folder}/[/] (your katas and your progress live there).")
     origin = str(source_path) if source_path else f"the {start.label} reference"
     console.print(f"Wrote [bold]{target}[/] from {origin} (seed {seed})" + (f", bug [bold]{bug.id}[/]" if bug_id else ""))
     if backup:

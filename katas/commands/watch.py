@@ -1,19 +1,22 @@
 """`kata watch`: re-check a script every time it is saved, from a process that keeps torch imported."""
 from __future__ import annotations
 
+import contextlib
 import queue
 import shlex
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable, Iterator
 
 import click
 
-from katas.commands.common import KataError, limits_of, ranks_for, run_options
+from katas.commands.common import KataError, _import, limits_of, ranks_for, run_options
 from katas.commands.learner import DIR_OPTION, KATA_ARGUMENT, kata_path
 
-READY = "watching for changes (Ctrl-C to stop)"
+READY = "watching: save to re-check (Ctrl-C to stop)"
+PIPE_EVERY = 5.0  # seconds between progress lines when the output is not a terminal
 
 
 def start_watching(target: Path, poll: bool, kata: str) -> queue.Queue:
@@ -43,6 +46,33 @@ def start_watching(target: Path, poll: bool, kata: str) -> queue.Queue:
     return saves
 
 
+@contextlib.contextmanager
+def progress_line(console, doing: str, before: str) -> Iterator[Callable[[int | None], None]]:
+    """Show what runs now: a spinner line in a terminal, with ``before`` until the script reports its training
+    steps (see ``checker.runner.run``'s ``progress``), then the steps; plain lines when piped, one at the start
+    and one every PIPE_EVERY seconds. Yields the function to call with the steps (None: none reported yet)."""
+    started = time.monotonic()
+
+    def line(steps: int | None) -> str:
+        now = before if steps is None else f"{steps} training step{'' if steps == 1 else 's'}"
+        return f"{doing}: {now}… {time.monotonic() - started:.0f} s"
+
+    if console.is_terminal:
+        with console.status(line(None)) as status:
+            yield lambda steps: status.update(line(steps))
+        return
+    console.print(f"{doing}: {before}…", highlight=False)
+    next_line = started + PIPE_EVERY
+
+    def report(steps: int | None) -> None:
+        nonlocal next_line
+        if time.monotonic() >= next_line:
+            next_line += PIPE_EVERY
+            console.print(line(steps), highlight=False)
+
+    yield report
+
+
 @click.command()
 @KATA_ARGUMENT
 @click.option("--poll", is_flag=True, help="Poll for changes instead of using native file events "
@@ -53,27 +83,54 @@ def watch(kata: str, poll: bool, folder: Path | None, device: str, timeout: floa
           memory: float | None, nproc: int | None) -> None:
     """Check KATA (03, or any script's path) now and again after every save.
 
-    Each re-check forks from a process that already imported torch, so it costs
-    about the script's own run time (a distributed script's ranks, --nproc, are
-    forked with the environment PyTorch's launcher gives them). Output is plain
-    when not in a terminal.
+    The first check starts at once, in a fresh process, while a checker that
+    keeps torch imported starts beside it; each re-check forks from that one,
+    so it costs about the script's own run time (a distributed script's ranks,
+    --nproc, are forked with the environment PyTorch's launcher gives them).
+    While a check runs, a status line shows the training steps taken. Output is
+    plain when not in a terminal: progress lines, no spinner.
     """
-    from checker.preflight import Unusable, preflight
-    from checker.runner import child_env, run
-    from checker.verdict import judge
-    from checker.warm import WarmServer
-    from katas.commands.check import disclosure, expectation, record_kata
-    from katas.render import make_console, show
-
     sys.stdout.reconfigure(line_buffering=True)  # each report appears when written, in a pipe too
     path = kata_path(kata, folder)
     if not path.is_file():
         raise KataError(f"no such script: {path}")
-    limits, console = limits_of(timeout, idle, memory), make_console()
-    ranks = ranks_for(path, nproc)
-    server = WarmServer(child_env())
+    click.echo("starting: importing torch…")
+    from checker.runner import child_env
+    from checker.warm import WarmServer
 
-    def check_once() -> bool:
+    server = WarmServer(child_env(), wait=False)  # imports torch while the first check runs
+    try:
+        watch_and_check(path, kata if folder is None else f"{kata} --dir {shlex.quote(str(folder))}", poll, device,
+                        limits_of(timeout, idle, memory), ranks_for(path, nproc), server)
+    finally:
+        server.close()
+    click.echo("Stopped watching.")
+
+
+def watch_and_check(path: Path, again: str, poll: bool, device: str, limits, ranks: int, server) -> None:
+    """Check now, cold, and after every save, forked from ``server`` (once it serves), until Ctrl-C."""
+    # what judges and shows a run loads while the first one runs
+    threading.Thread(target=_import, args=("checker.verdict", "katas.commands.check"), daemon=True).start()
+    from checker.preflight import Unusable, preflight
+    from checker.runner import run
+    from katas.render import make_console, show
+
+    console = make_console()
+    saves = start_watching(path.resolve(), poll, again)
+
+    def warm_server():
+        """The warm server, once it serves (waited for with a status line); None, with a note, if it failed."""
+        nonlocal server
+        if server is not None and not server.ready(0):
+            try:
+                with progress_line(console, "waiting for the warm checker", "importing torch"):
+                    server.ready(None)
+            except RuntimeError as exc:
+                console.print(f"[yellow]{exc}; each check runs in a fresh process.[/]")
+                server = None
+        return server
+
+    def check_once(warm) -> bool:
         """Check and report; False once the user interrupted."""
         started = time.monotonic()
         try:
@@ -81,8 +138,12 @@ def watch(kata: str, poll: bool, folder: Path | None, device: str, timeout: floa
         except Unusable as exc:
             console.print(f"[red]{exc}[/]" + (f"\n{exc.detail}" if exc.detail else ""))
         else:
-            report = judge(run(path, device, limits, warm=server, nproc=ranks), str(path), device, limits,
-                           expectation(path))
+            with progress_line(console, f"checking {path}", "starting" if warm else "importing torch") as progress:
+                result = run(path, device, limits, warm=warm, nproc=ranks, progress=progress)
+            from checker.verdict import judge
+            from katas.commands.check import disclosure, expectation, record_kata
+
+            report = judge(result, str(path), device, limits, expectation(path))
             if report.verdict == "interrupted":
                 return False
             injected = record_kata(path, report)
@@ -91,19 +152,14 @@ def watch(kata: str, poll: bool, folder: Path | None, device: str, timeout: floa
         console.print(f"[dim]checked at {time.strftime('%H:%M:%S')} in {time.monotonic() - started:.1f} s; {READY}[/]")
         return True
 
-    again = kata if folder is None else f"{kata} --dir {shlex.quote(str(folder))}"
-    saves = start_watching(path.resolve(), poll, again)
     try:
-        if check_once():
+        if check_once(None):  # the first check runs cold: it need not wait for the warm server to start
             while True:
                 saves.get()
                 while not saves.empty():  # several saves during one check: one re-check
                     saves.get()
                 console.rule()
-                if not check_once():
+                if not check_once(warm_server()):
                     break
     except KeyboardInterrupt:
         pass
-    finally:
-        server.close()
-    console.print("Stopped watching.")
