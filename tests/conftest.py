@@ -65,11 +65,11 @@ def in_process_checks_run_warm():
     command as a subprocess, and test_warm compares warm and cold verdicts."""
     import checker.runner
 
-    def warm_run(script, device="cpu", limits=Limits(), warm=None, nproc=1):
+    def warm_run(script, device="cpu", limits=Limits(), warm=None, nproc=1, progress=None):
         if warm is not None:
-            return run(script, device, limits, warm=warm, nproc=nproc)
+            return run(script, device, limits, warm=warm, nproc=nproc, progress=progress)
         with warm_server() as server:
-            return run(script, device, limits, warm=server, nproc=nproc)
+            return run(script, device, limits, warm=server, nproc=nproc, progress=progress)
 
     patch = pytest.MonkeyPatch()
     patch.setattr(checker.runner, "run", warm_run)

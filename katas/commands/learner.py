@@ -116,7 +116,7 @@ def show_status(folder: Path | None = None) -> None:
     katas = katas_in(folder)
     passed = sum(p.status == PASSED for _, p in katas)
     if katas:
-        console.print(f"[bold]{folder}/[/]: {len(katas)} katas, {passed} passed, {len(katas) - passed} to go")
+        console.print(f"[bold]{folder}/[/]: {len(katas)} kata{'s' if len(katas) != 1 else ''}, {passed} passed, {len(katas) - passed} to go")
     if folder is None:
         console.print(f"No workspace yet: `kata new` starts one, {default_workspace()}/, with your first kata "
                       "(or `kata init DIR` for another folder).")
