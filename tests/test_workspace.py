@@ -186,7 +186,7 @@ def test_in_a_fresh_clone_kata_new_starts_a_workspace_beside_the_examples_never_
     assert missing.exit_code == 2 and "no workspace here or above" in missing.output and "--dir broken" in missing.output
     made = plain(kata("new", "--bug", "leak", "--seed", "1", "--plain"))
     assert "Started your workspace practice/" in made and "Wrote practice/01.py" in made and "kata watch 01;" in made
-    assert "practice/: 1 katas, 0 passed, 1 to go" in plain(kata())
+    assert "practice/: 1 kata, 0 passed, 1 to go" in plain(kata())
     monkeypatch.chdir(clone / "broken")  # from inside the examples, the workspace beside them
     made = plain(kata("new", "--bug", "leak", "--seed", "2", "--plain"))
     assert "Wrote ../practice/02.py" in made and "Started" not in made
