@@ -31,7 +31,9 @@ def grade_all(submissions: list[Submission], key_dir: Path, key: dict, check: Ca
         except Exception as exc:  # one submission's failure must not lose the others' grades
             return Ungraded(submission, f"grading failed: {type(exc).__name__}: {exc}", EXIT_SCRIPT_FAILED)
 
-    with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(submissions)))) as pool:
+    if len(submissions) == 1 or jobs == 1:  # in this thread, where Ctrl-C stops the check as `kata check` does
+        return [one(submission) for submission in submissions]
+    with ThreadPoolExecutor(max_workers=min(jobs, len(submissions))) as pool:
         return list(pool.map(one, submissions))
 
 
