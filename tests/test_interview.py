@@ -405,3 +405,22 @@ def test_three_candidates_of_one_task_are_graded_into_one_table_with_scores(issu
     assert flagged
     for probe in flagged:
         assert probe["observed"].lower() in brief or probe["measured"].lower() in brief, probe["probe"]
+
+
+def test_the_brief_says_each_flagged_check_in_its_words_unless_the_catalogue_holds_them_and_hides_the_folder():
+    from types import SimpleNamespace
+
+    from checker.findings import ADVICE, FAIL, Finding
+    from katas.interview.symptoms import Catalogue, describe
+
+    findings = [Finding("eval-mode", "", FAIL, "16 of 16 forwards", "0", observed="two evaluations of the same weights disagree"),
+                Finding("pad-invariance", "", FAIL, "0.67", "≤ 1e-05", observed="outputs depend on how much padding follows it"),
+                Finding("padding-waste", "", ADVICE, "40 %", "", observed="40 % of the positions were padding"),
+                Finding("weights-update", "", PASS, "24 updates", "")]
+    output = "/somewhere/kata-new-x/train.py:3: UserWarning: careful\nepoch 0  loss 1.2\n"
+    catalogue = Catalogue.of(["a sample's outputs do not depend on how much padding follows it."])
+    observed = describe(SimpleNamespace(findings=findings, output=output), catalogue, "train.py")
+    assert observed.symptoms == ["Two evaluations of the same weights disagree.",
+                                 "Pad sensitivity: measured 0.67, expected ≤ 1e-05.",
+                                 "40 % of the positions were padding."]
+    assert observed.output == ["train.py:3: UserWarning: careful", "epoch 0  loss 1.2"]

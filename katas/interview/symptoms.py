@@ -48,9 +48,9 @@ class Observed:
     output: list[str] = field(default_factory=list)
 
 
-def describe(report, catalogue: Catalogue, folder: str = "") -> Observed:
-    """The symptoms ``report`` (a checker.verdict.Report of the task's script) shows, none searchable in
-    ``catalogue``; ``folder``: where the script ran from, left out of the output quoted."""
+def describe(report, catalogue: Catalogue, script: str) -> Observed:
+    """The symptoms ``report`` (a checker.verdict.Report of the task's script, named ``script``) shows, none
+    searchable in ``catalogue``; the folder it ran from is left out of the output quoted."""
     from checker.probes import ADVISORY
 
     flagged = [f for f in report.findings if f.failed or (f.status == "advice" and f.probe in ADVISORY)]
@@ -59,7 +59,8 @@ def describe(report, catalogue: Catalogue, folder: str = "") -> Observed:
         line = next((text for text in said(finding) if not catalogue.holds(text)), None)
         if line:
             observed.symptoms.append(line)
-    tail = [line.replace(f"{folder}/", "").rstrip()[:LINE_WIDTH] for line in report.output.splitlines() if line.strip()]
+    folder = re.compile(rf"[^\s\"']*/(?={re.escape(script)})")
+    tail = [folder.sub("", line).rstrip()[:LINE_WIDTH] for line in report.output.splitlines() if line.strip()]
     observed.output = [line for line in tail[-OUTPUT_LINES:] if not catalogue.holds(line)]
     return observed
 
