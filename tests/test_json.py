@@ -22,11 +22,14 @@ from katas.interview.grade import SCHEMA as GRADE_SCHEMA
 # docs/json.md, or katas/interview/grade.py), and add the new version's digest below.
 SHAPES = {
     SCHEMA: ("report", "probe", "stopped", "kata"),
-    GRADE_SCHEMA: ("grade", "bug", "new symptom", "grade error"),
+    GRADE_SCHEMA: ("grade", "score", "time", "bug", "new symptom", "grade error", "ungraded"),
+    "torch-katas/grades/1": ("grades",),
 }
 DIGESTS = {
     "torch-katas/check/5": "89b05d1eefa8d2a7",
     "torch-katas/grade/2": "c237b1b8564be2b5",
+    "torch-katas/grade/3": "5b38de84d4ac5169",
+    "torch-katas/grades/1": "2b82d57ef4caae91",
 }
 
 

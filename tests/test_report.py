@@ -137,5 +137,5 @@ def test_an_interview_task_reports_symptoms_and_grade_tells_whether_diagnose_was
     report = (task / "key" / "report.md").read_text()
     assert "`kata check --diagnose` (names the causes): not used" in report
     graded = kata("grade", str(task))
-    assert "--diagnose: used 1 times" in graded.output
-    assert "used 1 times" in (task / "key" / "report.md").read_text()
+    assert "--diagnose: used 1 time," in graded.output
+    assert "used 1 time," in (task / "key" / "report.md").read_text()

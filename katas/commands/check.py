@@ -47,6 +47,10 @@ def check(path: Path, device: str, timeout: float, idle: float, memory: float | 
       a kata, a task's script  symptoms only (what was seen, with its evidence),
                                until the kata passes or you add --diagnose
     """
+    from katas.interview import marker
+
+    if marker.is_task_script(path):  # the first check of a task not handed over with `kata interview --start`
+        marker.record_check(path)
     report = observe(path, device, limits_of(timeout, idle, memory), nproc=ranks_for(path, nproc),
                      expect=expectation(path))
     if not report.ran and not as_json:

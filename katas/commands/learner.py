@@ -197,6 +197,7 @@ def hint(kata: str, show_all: bool, folder: Path | None) -> None:
     """Reveal the next of the kata's three graded hints (KATA: 03, or a path)."""
     from katas.bugs import BUGS
 
+    refuse_in_task("kata hint", Path(kata).parent if not kata.isdigit() else None)
     path, info = resolve(kata, folder)
     named = path.stem + dir_flag(path.parent)
     hints = BUGS[info.bug].hints
@@ -213,25 +214,44 @@ def hint(kata: str, show_all: bool, folder: Path | None) -> None:
         click.echo(f"That was the last hint. Still stuck? kata solution {named} --reveal")
 
 
+def refuse_in_task(command: str, folder: Path | None = None) -> None:
+    """Inside an interview task's candidate folder (here, or ``folder``) the catalogue does not answer: its pages
+    name the causes the candidate is asked to find."""
+    from katas.interview.marker import task_folder_around
+
+    if any(task_folder_around(f) for f in (Path.cwd(), folder) if f is not None):
+        raise KataError(f"{command} does not answer inside an interview task: the catalogue names causes, and finding "
+                        "them is the task. `kata check train.py` reports what the script shows")
+
+
 @click.command()
 @click.argument("bug_id", metavar="BUG", shell_complete=complete_bug)
 def explain(bug_id: str) -> None:
-    """The catalogue page for a bug: what you observe, why it happens, how to fix it, an example."""
+    """The catalogue page for a bug: what you observe, why it happens, how to fix it, an example.
+
+    Not inside an interview task's folder, where the causes are what the candidate is asked to find.
+    """
     from rich.markdown import Markdown
 
     from katas.bugs import lookup
     from katas.catalogue import UnknownBug
     from katas.render import make_console
 
+    refuse_in_task("kata explain")
     try:
         bug = lookup(bug_id)
     except UnknownBug as exc:
         raise KataError(str(exc)) from None
+    make_console().print(Markdown(explain_page(bug)))
+
+
+def explain_page(bug) -> str:
+    """`kata explain`'s page for ``bug`` (a katas.catalogue.Bug), as Markdown."""
     example = bug.operator.examples()[0]
     diff = "\n".join(difflib.unified_diff(example.after.splitlines(), example.before.splitlines(), "broken", "fixed",
                                           lineterm=""))
     questions = "\n".join(f"- {q}" for q in bug.follow_up)
-    page = f"""# {bug.title} (`{bug.id}`, {bug.difficulty})
+    return f"""# {bug.title} (`{bug.id}`, {bug.difficulty})
 
 ## What you observe
 {bug.observe}
@@ -252,7 +272,6 @@ def explain(bug_id: str) -> None:
 
 `kata check` shows it as: {", ".join(f"`{p}`" for p in bug.probes)}. Practise it: `kata new --bug {bug.id}`.
 """
-    make_console().print(Markdown(page))
 
 
 @click.command()

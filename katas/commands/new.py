@@ -20,7 +20,7 @@ from katas.commands.common import (
     references,
     run_options,
 )
-from katas.commands.learner import complete_bug, dir_flag
+from katas.commands.learner import complete_bug, dir_flag, refuse_in_task
 from katas.making import Start, applicable, first_fit, read_start, seeded_order
 
 if TYPE_CHECKING:
@@ -264,10 +264,11 @@ def symptom(bug, report) -> str:
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the catalogue as JSON.")
 def bugs(as_json: bool) -> None:
-    """List the bugs you can practise on, and the reference scripts each applies to."""
+    """List the bugs you can practise on, and the reference scripts each applies to (not inside an interview task)."""
     from katas.catalogue import DIFFICULTIES
     from katas.docs import bug_rows
 
+    refuse_in_task("kata bugs")
     rows = bug_rows()
     if as_json:
         click.echo(json.dumps({"schema": "torch-katas/bugs/1", "bugs": rows, "difficulties": DIFFICULTIES}, indent=2))

@@ -7,22 +7,28 @@ import hashlib
 from katas import __version__
 from katas.catalogue import run_command
 from katas.engine.inject import ENGINE_VERSION
+from katas.interview.score import rubric
+from katas.interview.symptoms import Observed
 from katas.interview.task import Planted, Task
 
 SCRIPT = "train.py"
 KEY_SCHEMA = "torch-katas/interview-key/1"
 
 
-def brief(task: Task, minutes: int) -> str:
-    symptoms = "\n".join(f"- {p.bug.observe}" for p in task.planted)
+def brief(task: Task, minutes: int, observed: Observed) -> str:
+    """The candidate's brief: what the script is for, what its run showed (see :mod:`katas.interview.symptoms`),
+    the time limit, how to run and check it."""
+    symptoms = "\n".join(f"- {line}" for line in observed.symptoms)
+    output = "\n".join(f"    {line}" for line in observed.output)
+    printed = f"\nThe last lines it printed:\n\n{output}\n" if output else ""
     return f"""# Debugging task
 
 `{SCRIPT}`: {task.description}
 
-It runs, but a colleague who ran it reported these problems:
+It runs, but when a colleague ran it under `kata check`, the check reported:
 
 {symptoms}
-
+{printed}
 **Your task ({minutes} minutes):** find the causes in `{SCRIPT}` and fix them. The script must keep
 doing its job: it should still train and reach a good validation accuracy. For each problem, be
 ready to explain what caused it and how you found it.
@@ -105,20 +111,13 @@ Task seed {task.seed}, reference `{task.reference}`, difficulty {task.difficulty
 """)
     parts.append(f"""## Scoring rubric
 
-For each of the {len(task.planted)} bugs:
-
-- 2 points: fixed, as `kata grade` confirms (the symptom is gone and the script still trains);
-- 1 point: the candidate explains the cause in their own words (the **Why** above);
-- 1 point: a sound answer to one follow-up question.
-
-Subtract 1 point for every new symptom `kata grade` reports (a problem the candidate introduced).
-A fix that breaks training (the health gate fails) earns no fix points. Maximum:
-{4 * len(task.planted)} points. Note the time taken against the limit of {minutes} minutes.
+{rubric(len(task.planted))} Note the time taken against the limit of {minutes} minutes.
 """)
     return "\n".join(parts)
 
 
-def key_json(task: Task, minutes: int) -> dict:
+def key_json(task: Task, minutes: int, health: str) -> dict:
+    """The key as data; ``health``: the health gate's status in the task's own run (see Grade.trains)."""
     return {
         "schema": KEY_SCHEMA,
         "version": __version__,
@@ -128,5 +127,7 @@ def key_json(task: Task, minutes: int) -> dict:
         "difficulty": task.difficulty,
         "minutes": minutes,
         "script_sha256": hashlib.sha256(task.script.encode()).hexdigest(),
-        "bugs": [{"id": p.bug.id, "title": p.bug.title, "site": p.site, "where": where(task, p)} for p in task.planted],
+        "health": health,
+        "bugs": [{"id": p.bug.id, "title": p.bug.title, "difficulty": p.bug.difficulty, "site": p.site, "where": where(task, p)}
+                 for p in task.planted],
     }

@@ -1,7 +1,9 @@
-"""The mark that makes a folder an interview task's candidate folder, and the record of `--diagnose` kept in it.
+"""The mark that makes a folder an interview task's candidate folder, and what is recorded in it.
 
-``kata check`` reads it to report symptoms only (as for a kata); ``kata check --diagnose`` in the folder adds the
-time to the mark, and ``kata grade`` reports it.
+``kata check`` reads it to report symptoms only (as for a kata), and records in it the time of the first check
+(when the task was not handed over with ``kata interview --start``) and of each ``--diagnose``; ``kata explain``,
+``kata bugs`` and ``kata hint`` refuse to answer inside it; ``kata grade`` reads the candidate's name, the
+hand-over and the record of ``--diagnose`` from it.
 """
 from __future__ import annotations
 
@@ -13,10 +15,17 @@ MARK = ".kata-task.json"
 SCHEMA = "torch-katas/task/1"
 
 
-def mark(nproc: int = 1) -> str:
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def mark(nproc: int = 1, candidate: str | None = None) -> str:
     """The mark's text for a new candidate folder: how many ranks its script runs as (``kata check`` launches them
-    as the brief says to run it), and the record of ``--diagnose``."""
-    return json.dumps({"schema": SCHEMA, "nproc": nproc, "diagnosed": []}, indent=2) + "\n"
+    as the brief says to run it), the candidate's name, the hand-over, the first check and the record of
+    ``--diagnose``."""
+    doc = {"schema": SCHEMA, "nproc": nproc, "candidate": candidate, "handed_over": None, "first_check": None,
+           "diagnosed": []}
+    return json.dumps(doc, indent=2) + "\n"
 
 
 def nproc(script: Path) -> int | None:
@@ -40,13 +49,34 @@ def is_task_script(script: Path) -> bool:
     return read(script.resolve().parent) is not None
 
 
-def record_diagnosis(script: Path) -> None:
+def task_folder_around(folder: Path) -> Path | None:
+    """The candidate folder that holds ``folder`` (or is it), or None."""
+    folder = folder.resolve()
+    return next((f for f in (folder, *folder.parents) if read(f) is not None), None)
+
+
+def update(folder: Path, **changes) -> dict:
+    """Write ``changes`` into the folder's mark (made anew if it was removed); returns the mark as written."""
     from katas.workspace import write_text_atomically
 
-    folder = script.resolve().parent
     doc = read(folder) or {"schema": SCHEMA}
-    doc["diagnosed"] = [*doc.get("diagnosed", []), datetime.now(timezone.utc).isoformat(timespec="seconds")]
+    doc.update(changes)
     write_text_atomically(folder / MARK, json.dumps(doc, indent=2) + "\n")
+    return doc
+
+
+def record_diagnosis(script: Path) -> None:
+    folder = script.resolve().parent
+    update(folder, diagnosed=[*(read(folder) or {}).get("diagnosed", []), now()])
+
+
+def record_check(script: Path) -> None:
+    """The first `kata check` of a task's script: when the task was not handed over with `kata interview --start`,
+    its time stands for the hand-over."""
+    folder = script.resolve().parent
+    doc = read(folder)
+    if doc is not None and not doc.get("handed_over") and not doc.get("first_check"):
+        update(folder, first_check=now())
 
 
 def diagnoses(folder: Path) -> list[str] | None:

@@ -91,14 +91,18 @@ def eligible(bug: Bug, difficulty: str | None) -> bool:
     return difficulty is None or LEVELS.index(bug.difficulty) <= LEVELS.index(difficulty)
 
 
-def generate(reference: str, source: str, n_bugs: int, seed: int, difficulty: str | None = None) -> Task:
+def generate(reference: str, source: str, n_bugs: int, seed: int, difficulty: str | None = None,
+             exclude: frozenset[str] = frozenset()) -> Task:
+    """A task of ``n_bugs`` bugs planted into ``source`` disguised, drawn by ``seed``; never one of ``exclude``
+    (bugs whose symptom an earlier draw's run did not show)."""
     rng = random.Random(f"interview:{seed}")
     description = rng.choice(DESCRIPTIONS.get(reference, ("A PyTorch training script.",)))
     clean = disguise(source, seed, description)
     task = Task(reference, seed, difficulty, description, clean, clean)
     ctx = Context.of(clean)
     # A bug that makes the script raise would hide every other bug until fixed: tasks plant silent bugs only.
-    candidates = [b for b in BUGS.values() if eligible(b, difficulty) and reference not in b.raises and sites(b, ctx)]
+    candidates = [b for b in BUGS.values() if eligible(b, difficulty) and reference not in b.raises
+                  and b.id not in exclude and sites(b, ctx)]
     rng.shuffle(candidates)
     if difficulty is not None:  # the requested level first, then each level below it in turn
         candidates.sort(key=lambda b: LEVELS.index(difficulty) - LEVELS.index(b.difficulty))
