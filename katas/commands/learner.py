@@ -10,6 +10,7 @@ import click
 
 from katas.commands.common import KataError, reference_source
 from katas.state import PASSED, PENDING, Progress, load, updating
+from katas.terminal import columns, wrap
 from katas.workspace import KataInfo, find_workspace, metadata_path, numbers, read_metadata, replace_with_backup
 
 
@@ -165,10 +166,10 @@ def hint(kata: str, show_all: bool, folder: Path | None) -> None:
         shown = len(hints) if show_all else min(entry.hints + 1, len(hints))
         fresh = shown > entry.hints
         entry.hints = max(entry.hints, shown)
-    for n in range(1 if show_all else shown, shown + 1):
-        click.echo(f"Hint {n} of {len(hints)}: {hints[n - 1]}")
+    said = [f"Hint {n} of {len(hints)}: {hints[n - 1]}" for n in range(1 if show_all else shown, shown + 1)]
     if not fresh and not show_all:
-        click.echo(f"That was the last hint. Still stuck? kata solution {named} --reveal")
+        said.append(f"That was the last hint. Still stuck? kata solution {named} --reveal")
+    click.echo(wrap("\n".join(said), columns()))
 
 
 @click.command()
