@@ -3,6 +3,7 @@ a pipe and in a terminal, plots, plain output."""
 from __future__ import annotations
 
 import copy
+import io
 import json
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +19,7 @@ from checker.verdict import DIAGNOSIS, SYMPTOMS
 from katas.cli import main
 from katas.commands.check import disclosure, expectation
 from katas.plots import sparkline
+from katas.render import TidyConsole, show
 
 BROKEN = sorted(FIXTURES.glob("*__broken*.py"))
 # Katas as `kata check` judges them, one for each kind of evidence: a plotted series (03); words only, with the
@@ -89,6 +91,16 @@ def test_a_plot_fits_between_the_values_its_ends_stand_for(checked):
         lines = assert_fits(rendered(report, width, SYMPTOMS), width)
         plot = [line for line in lines if re.fullmatch(r"\s+\d[\d.e+-]* [▁▂▃▄▅▆▇█]+ \d[\d.e+-]*", line)]
         assert len(plot) == 1, lines
+
+
+def test_the_readme_shows_a_kata_s_report_as_it_is_at_80_columns_on_one_screen(katas):
+    readme = (ROOT / "README.md").read_text()
+    shown = next(block for block in readme.split("```")[1::2] if block.startswith("\nkata check broken/03.py"))
+    out = io.StringIO()
+    show(katas[0], TidyConsole(file=out, width=80, color_system=None), "kata check broken/03.py", str(katas[0].kata))
+    lines = out.getvalue().splitlines()
+    assert shown.strip("\n").splitlines()[1:] == lines[1:]  # all but the header's duration
+    assert len(lines) <= SCREEN and lines[-2].startswith("✗ injected bug: still present")
 
 
 @pytest.fixture(scope="module")
