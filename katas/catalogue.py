@@ -56,4 +56,4 @@ class UnknownBug(LookupError):
     def __init__(self, name: str, known: list[str]):
         close = difflib.get_close_matches(name, known, n=1)
         guess = f" Did you mean `{close[0]}`?" if close else ""
-        super().__init__(f"unknown bug `{name}`.{guess} Known bugs: {', '.join(known)}")
+        super().__init__(f"unknown bug `{name}`.{guess}\nKnown bugs: {', '.join(known)}")

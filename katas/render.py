@@ -1,29 +1,39 @@
 """Rendering a check report for people, laid out for the terminal it gets.
 
-Wide terminals (``WIDE`` columns and more) get a table; narrower ones get each
-check stacked as a status line with its words wrapped underneath. Plots carry
-their scale. At the ``symptoms`` level checks are named by what was seen, never
-by their cause (see :mod:`checker.verdict`).
+A report leads with what was found: each symptom with its words and the plots of its evidence, then one short
+line for each piece of advice and each check that could not tell, then one line that counts every check, then
+the verdict (naming the symptoms) and the command to run next. A clean run is a few lines. ``-v`` lists every
+check: as a table on wide terminals (``WIDE`` columns and more), stacked on narrower ones. Every line fits the
+console's width: the terminal's, or 80 columns in a pipe unless COLUMNS says otherwise. At the ``symptoms`` level
+checks are named by what was seen, never by their cause (see :mod:`checker.verdict`).
 """
 from __future__ import annotations
 
 import os
 import re
+import sys
+from collections import Counter
 from pathlib import Path
 
 from rich import box
 from rich.console import Console, Group
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from checker.findings import ADVICE, CANNOT_TELL, ERROR, FAIL, NOT_APPLICABLE, PASS, Finding
+from checker.exits import Verdict
+from checker.findings import ADVICE, CANNOT_TELL, ERROR, FAIL, NOT_APPLICABLE, PASS, Finding, Status
 from checker.verdict import SYMPTOMS, Report, symptom_title
 from katas.plots import Plot, evidence
+from katas.terminal import columns
 
 STYLES = {PASS: ("PASS", "green"), FAIL: ("FAIL", "bold red"), NOT_APPLICABLE: ("n/a", "dim"), ERROR: ("ERROR", "magenta"),
           CANNOT_TELL: ("cannot tell", "yellow"), ADVICE: ("ADVICE", "bold yellow")}
-WIDE = 110  # below this many columns, checks are stacked instead of tabled
+# How the summary line counts the checks of each status, in its order.
+COUNTED = {FAIL: "found a symptom", ERROR: "could not observe", ADVICE: "gave advice", CANNOT_TELL: "could not tell",
+           PASS: "saw nothing wrong", NOT_APPLICABLE: "did not apply"}
+WIDE = 110  # below this many columns, -v stacks the checks instead of tabling them
 TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$", re.MULTILINE)
 
 
@@ -38,12 +48,10 @@ class TidyConsole(Console):
 
 
 def make_console() -> Console:
-    """Colour and styles only on a terminal and without NO_COLOR; 120 columns when not a terminal (unless COLUMNS)."""
+    """Colour and styles only on a terminal and without NO_COLOR. A terminal's width follows the terminal (rich
+    reads it at every print); a pipe or a file gets 80 columns, or COLUMNS (see :func:`katas.terminal.columns`)."""
     plain = bool(os.environ.get("NO_COLOR"))
-    console = TidyConsole(color_system=None if plain else "auto")
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = TidyConsole(color_system=None if plain else "auto", width=120)
-    return console
+    return TidyConsole(color_system=None if plain else "auto", width=None if sys.stdout.isatty() else columns())
 
 
 def status_text(status: str) -> Text:
@@ -84,9 +92,7 @@ def said(f: Finding, level: str, verbose: bool) -> str:
 
 def stacked(findings: list[Finding], level: str, verbose: bool) -> Table:
     """One check per line (status, name, measured against expected), its words wrapped under it when it matters."""
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(no_wrap=True, min_width=4)
-    grid.add_column()
+    grid = status_grid(statuses(findings))
     for f in findings:
         _stack(grid, f, level, verbose, "")
         for part in f.parts if verbose or f.status != PASS else ():
@@ -94,15 +100,39 @@ def stacked(findings: list[Finding], level: str, verbose: bool) -> Table:
     return grid
 
 
-def _stack(grid: Table, f: Finding, level: str, verbose: bool, indent: str) -> None:
+def statuses(findings: list[Finding]) -> list[Status]:
+    """The status of each finding and of each of its parts."""
+    return [each.status for f in findings for each in (f, *f.parts)]
+
+
+def status_grid(shown: list[Status]) -> Table:
+    """Two columns: the status, as wide as the widest label of those ``shown``, and what goes with it."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True, width=label_width(shown))
+    grid.add_column()
+    return grid
+
+
+def label_width(shown: list[Status]) -> int:
+    return max((len(STYLES[status][0]) for status in shown), default=0)
+
+
+def headline(f: Finding, level: str) -> Text:
+    """A check's name, with what it measured against what was expected."""
     figure = f.measured + (f" (expected {f.threshold})" if f.threshold and f.measured else "")
-    line = Text(indent + name_of(f, level), style="bold" if f.flagged else "")
+    line = Text(name_of(f, level), style="bold" if f.flagged else "")
     if figure:
         line.append(f": {figure}")
-    words = said(f, level, verbose)
-    if words:
-        line.append("\n" + indent + words, style="" if f.flagged else "dim")
-    grid.add_row(status_text(f.status), line)
+    return line
+
+
+def _stack(grid: Table, f: Finding, level: str, verbose: bool, indent: str, words: bool = True) -> None:
+    """A status line (a part of a check indented under its check), its words under it unless not ``words``."""
+    line = headline(f, level)
+    told = said(f, level, verbose) if words else ""
+    if told:
+        line.append("\n" + told, style="" if f.flagged else "dim")
+    grid.add_row(status_text(f.status), Padding(line, (0, 0, 0, len(indent))))
 
 
 def evidence_block(findings: list[Finding], level: str, width: int) -> Group | None:
@@ -116,8 +146,9 @@ def evidence_block(findings: list[Finding], level: str, width: int) -> Group | N
 
 
 def plot_lines(title: str, plot: Plot, width: int) -> list[Text]:
+    """The title, then the plot indented two columns between its lowest and highest values, all in ``width``."""
     low, high = plot.scale
-    room = max(8, min(60, width - len(low) - len(high) - 4))
+    room = max(1, min(60, width - len(low) - len(high) - 4))
     line = Text("  ")
     line.append(low, style="dim")
     line.append(" " + plot.draw(room) + " ")
@@ -128,46 +159,138 @@ def plot_lines(title: str, plot: Plot, width: int) -> list[Text]:
     return lines
 
 
+def grounds(report: Report) -> list[Finding]:
+    """What the verdict rests on, shown in full: the checks that failed; in a kata whose bug shows as advice (a
+    performance cost), that advice."""
+    failed = [f for f in report.findings if f.failed]
+    if failed or report.verdict != Verdict.FAIL:
+        return failed
+    return [f for f in report.findings if f.status == ADVICE]
+
+
+def found(report: Report, width: int) -> list[Table]:
+    """The symptoms in full (words, unpassed criteria, plots), then one line for each other piece of advice and
+    each check that could not tell."""
+    level, full = report.disclosure, grounds(report)
+    blocks = []
+    if full:
+        grid = status_grid(statuses(full))
+        room = width - label_width(statuses(full)) - 1  # the second column's width
+        for f in full:
+            unpassed = [part for part in f.parts if part.status not in (PASS, NOT_APPLICABLE)]
+            _stack(grid, f, level, False, "", words=not unpassed)  # a check of several criteria: theirs say it
+            for part in unpassed:
+                _stack(grid, part, level, False, "  ")
+            plots = [line for plot in evidence(f.probe, f.series) for line in plot_lines(f"{plot.label}:", plot, room)]
+            if plots:
+                grid.add_row("", Group(*plots))
+        blocks.append(grid)
+    brief = [f for f in report.findings if f.status in (ADVICE, CANNOT_TELL) and f not in full]
+    if brief:
+        grid = status_grid([f.status for f in brief])
+        for f in brief:
+            grid.add_row(status_text(f.status), headline(f, level))
+        blocks.append(grid)
+    return blocks
+
+
+def summary(findings: list[Finding], verbose: bool, width: int) -> Text:
+    """Every check counted by what it concluded ("36 checks: 1 found a symptom · 21 saw nothing wrong · ..."),
+    in lines of ``width`` that break only between counts."""
+    counts = Counter(f.status for f in findings)
+    said = [f"{counts[status]} {words}" for status, words in COUNTED.items() if counts[status]]
+    said[0] = f"{len(findings)} checks: {said[0]}"
+    lines = [""]
+    for words in said + ([] if verbose else ["-v lists them"]):
+        if not lines[-1]:
+            lines[-1] = words
+        elif len(lines[-1]) + len(f" · {words}") <= width:
+            lines[-1] += f" · {words}"
+        else:
+            lines.append(f"  {words}")
+    return Text("\n".join(lines), style="dim")
+
+
 NEXT_STEP = {
-    "fail": "Edit the script, then run {command} again.",
-    "script-failed": "Fix what stopped the script (above), then run {command} again.",
-    "timeout": "Make the script finish sooner (or raise --timeout / --idle), then run {command} again.",
-    "interrupted": "Stopped before the end; nothing was judged. Run {command} to check again.",
-    "usage": "Nothing ran: run {command} on a machine with CUDA, or without --device cuda.",
+    Verdict.FAIL: "Edit the script, then {rerun}.",
+    Verdict.SCRIPT_FAILED: "Fix what stopped the script (above), then {rerun}.",
+    Verdict.TIMEOUT: "Make the script finish sooner (or raise --timeout / --idle), then {rerun}.",
+    Verdict.INTERRUPTED: "Stopped before the end; nothing was judged: {rerun}.",
+    Verdict.USAGE: "Nothing ran: run {command} on a machine with CUDA, or without --device cuda.",
 }
 INJECTED = {"fixed": "green", "still present": "bold red", "cannot tell": "yellow", "not checked": "yellow"}
 
 
-def show(report: Report, console: Console, command: str, injected: str | None = None, verbose: bool = False) -> None:
+def verdict_line(report: Report, injected: str | None) -> Table:
+    """✓ or ✗, then a kata's bug status and the symptoms by name (else the verdict's own words), wrapped under
+    them."""
+    passed = report.verdict == Verdict.PASS
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    grid.add_row(Text("✓" if passed else "✗", style="green" if passed else "red"), verdict_words(report, injected))
+    return grid
+
+
+def verdict_words(report: Report, injected: str | None) -> Text:
+    passed = report.verdict == Verdict.PASS
+    line = Text()
+    if injected:
+        line.append("injected bug: ")
+        line.append(injected, style=INJECTED[injected])
+        line.append(" · ")
+    named = grounds(report) if report.verdict == Verdict.FAIL else []
+    if not named:
+        line.append(report.problem, style="green" if passed else "red")
+        return line
+    observed = [f for f in named if f.status != ERROR]
+    unobserved = [f for f in named if f.status == ERROR]
+    said = ([f"{'symptom' if len(observed) == 1 else f'{len(observed)} symptoms'}: " + names(observed, report)]
+            if observed else []) + ([f"could not observe: {names(unobserved, report)}"] if unobserved else [])
+    line.append(" · ".join(said), style="red")
+    return line
+
+
+def names(findings: list[Finding], report: Report) -> str:
+    return "; ".join(name_of(f, report.disclosure) for f in findings)
+
+
+def show(report: Report, console: Console, command: str, injected: str | None = None, verbose: bool = False,
+         rerun: str | None = None) -> None:
+    """The report, for people. ``command``: how to check again; ``rerun``: what the closing line tells to do once
+    the script is edited (default: run ``command`` again; `kata watch` says that saving re-checks)."""
     level = report.disclosure
     ranks = f", {report.nproc} ranks" if report.nproc > 1 else ""
     console.print(f"[bold]kata check[/] {escape(report.script)}  [dim]({report.device}{ranks}, {report.seconds:.1f} s)[/]")
-    if injected:
-        console.print(f"injected bug: [{INJECTED[injected]}]{injected}[/]")
-    if report.findings:
+    if report.findings and verbose:
         wide = console.width >= WIDE
         console.print(findings_table(report.findings, level, verbose) if wide else stacked(report.findings, level, verbose))
-        plots = evidence_block([f for f in report.findings if verbose or f.flagged], level, console.width)
+        plots = evidence_block(report.findings, level, console.width)
         if plots is not None:
             console.print(plots)
+    elif report.findings:
+        for block in found(report, console.width):
+            console.print(block)
+    if report.findings:
+        console.print(summary(report.findings, verbose, console.width))
     if report.detail:
         console.print(Text(report.detail, style="red"))
-    if report.verdict in ("script-failed", "timeout", "interrupted") and report.output.strip():
+    if report.verdict in (Verdict.SCRIPT_FAILED, Verdict.TIMEOUT, Verdict.INTERRUPTED) and report.output.strip():
         console.print("[dim]last lines the script printed:[/]")
         console.print(Text("\n".join(report.output.rstrip().splitlines()[-15:]), style="dim"))
     for note in report.notes:
         console.print(f"[yellow]{escape(note)}[/]")
     if report.output_truncated:
         console.print(f"[dim]output truncated, full log at {escape(report.log_path)}[/]")
-    if level == SYMPTOMS and report.findings:
+    if level == SYMPTOMS and any(f.status not in (PASS, NOT_APPLICABLE) for f in report.findings):
         cost = "it counts as a hint" if injected else "your interviewer will see that you used it"
         console.print(f"[dim]Symptoms only: `--diagnose` also names the causes ({cost}).[/]")
-    if report.verdict == "pass":
-        console.print(f"[green]✓ {report.problem}[/]")
+    console.print(verdict_line(report, injected))
+    if report.verdict == Verdict.PASS:
         if injected:
             kata = Path(report.script).stem
             console.print(f"Kata solved. Compare with the correct script: [bold]kata solution {kata}[/]; "
                           "see what is left: [bold]kata[/]")
-    else:
-        console.print(f"[red]✗ {escape(report.problem)}[/]")
-        console.print(NEXT_STEP.get(report.verdict, NEXT_STEP["fail"]).format(command=f"[bold]{escape(command)}[/]"))
+        return
+    shown = f"[bold]{escape(command)}[/]"
+    console.print(NEXT_STEP[report.verdict].format(command=shown, rerun=rerun or f"run {shown} again"))

@@ -54,7 +54,7 @@ def test_plain_output_without_a_terminal_names_the_symptom_and_the_next_command(
     assert result.exit_code == 1
     assert "\x1b[" not in result.output
     text = " ".join(result.output.split())
-    assert "graphs-retained FAIL" in text
+    assert "FAIL graphs-retained" in text
     assert "grew at" in text and "steps in a row" in text
     assert f"run kata check {script} again" in text
 

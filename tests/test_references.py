@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from conftest import REFERENCES, WORKERS, check, failed_probes, ranks_of
+from layout import assert_laid_out
 
 from checker.findings import NOT_APPLICABLE, PASS
 from checker.probes import PROBES
@@ -43,6 +44,11 @@ def test_reference_passes_every_probe_three_times_with_the_same_verdict(script, 
         assert all(f.status in (PASS, NOT_APPLICABLE) for f in report.findings)
     verdicts = [[(f.probe, f.status, f.measured) for f in r.findings] for r in runs]
     assert verdicts[0] == verdicts[1] == verdicts[2]
+
+
+def test_a_reference_s_report_is_a_few_lines_at_any_width(reports):
+    for runs in reports.values():
+        assert_laid_out(runs[0])
 
 
 def test_every_probe_is_exercised_by_some_reference(reports):

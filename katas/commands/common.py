@@ -10,14 +10,19 @@ from pathlib import Path
 import click
 
 from checker.exits import EXIT_USAGE
+from katas.terminal import columns, wrap
 
 REFERENCE_DIR = Path(__file__).resolve().parent.parent / "references"  # package data; `reference/` in the repository
 DEFAULT_REFERENCE = "classifier"  # the canonical loop; every bug but log0 applies to it
 
 class KataError(click.ClickException):
-    """A clear, one-line error for bad input; exit code 2, like click's own usage errors."""
+    """A clear error for bad input, wrapped at word boundaries to the width of standard error; exit code 2,
+    like click's own usage errors."""
 
     exit_code = EXIT_USAGE
+
+    def format_message(self) -> str:
+        return wrap(self.message, columns(sys.stderr), lead=len("Error: "))
 
 EXIT_CODES = """\b
 Exit codes:
@@ -129,7 +134,7 @@ def pick_reference(name: str) -> Path:
     if path is None:
         close = difflib.get_close_matches(name, list(known), n=1)
         guess = f" Did you mean `{close[0]}`?" if close else ""
-        raise KataError(f"unknown reference `{name}`.{guess} References: {', '.join(known)}")
+        raise KataError(f"unknown reference `{name}`.{guess}\nReferences: {', '.join(known)}")
     return path
 
 

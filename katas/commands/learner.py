@@ -10,6 +10,7 @@ import click
 
 from katas.commands.common import KataError, reference_source
 from katas.state import PASSED, PENDING, Progress, load, updating
+from katas.terminal import columns, wrap
 from katas.workspace import (
     KataInfo,
     default_workspace,
@@ -116,7 +117,8 @@ def show_status(folder: Path | None = None) -> None:
     katas = katas_in(folder)
     passed = sum(p.status == PASSED for _, p in katas)
     if katas:
-        console.print(f"[bold]{folder}/[/]: {len(katas)} kata{'s' if len(katas) != 1 else ''}, {passed} passed, {len(katas) - passed} to go")
+        plural = "s" if len(katas) != 1 else ""
+        console.print(f"[bold]{folder}/[/]: {len(katas)} kata{plural}, {passed} passed, {len(katas) - passed} to go")
     if folder is None:
         console.print(f"No workspace yet: `kata new` starts one, {default_workspace()}/, with your first kata "
                       "(or `kata init DIR` for another folder).")
@@ -208,10 +210,10 @@ def hint(kata: str, show_all: bool, folder: Path | None) -> None:
         shown = len(hints) if show_all else min(entry.hints + 1, len(hints))
         fresh = shown > entry.hints
         entry.hints = max(entry.hints, shown)
-    for n in range(1 if show_all else shown, shown + 1):
-        click.echo(f"Hint {n} of {len(hints)}: {hints[n - 1]}")
+    said = [f"Hint {n} of {len(hints)}: {hints[n - 1]}" for n in range(1 if show_all else shown, shown + 1)]
     if not fresh and not show_all:
-        click.echo(f"That was the last hint. Still stuck? kata solution {named} --reveal")
+        said.append(f"That was the last hint. Still stuck? kata solution {named} --reveal")
+    click.echo(wrap("\n".join(said), columns()))
 
 
 def refuse_in_task(command: str, folder: Path | None = None) -> None:

@@ -148,7 +148,7 @@ def watch_and_check(path: Path, again: str, poll: bool, device: str, limits, ran
                 return False
             injected = record_kata(path, report)
             report.disclosure = disclosure(path, report, injected, diagnose=False)
-            show(report, console, f"kata check {shlex.quote(str(path))}", injected)
+            show(report, console, f"kata check {shlex.quote(str(path))}", injected, rerun="save it: kata watch re-checks it")
         console.print(f"[dim]checked at {time.strftime('%H:%M:%S')} in {time.monotonic() - started:.1f} s; {READY}[/]")
         return True
 
