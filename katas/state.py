@@ -113,9 +113,13 @@ def load(folder: Path) -> dict[str, Progress]:
 
 
 @contextlib.contextmanager
-def updating(folder: Path) -> Iterator[dict[str, Progress]]:
-    """Read, let the caller change, and write back the progress of the katas in ``folder``, under a lock."""
-    workspace, section = home(folder, start=True)
+def updating(folder: Path, start: bool = True) -> Iterator[dict[str, Progress]]:
+    """Read, let the caller change, and write back the progress of the katas in ``folder``, under a lock. For shipped
+    examples with no workspace beside them: one is started, or with ``start`` False nothing is kept."""
+    workspace, section = home(folder, start=start)
+    if workspace is None:
+        yield {}
+        return
     (workspace / META_DIR).mkdir(parents=True, exist_ok=True)
     with open(workspace / META_DIR / "state.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -142,8 +146,9 @@ def keep_aside(path: Path) -> Path:
 
 
 def record_check(script: Path, solved: bool) -> None:
-    """After `kata check` of a kata: passed when solved (its bug's probes and health pass), failing otherwise."""
-    with updating(script.parent) as progress:
+    """After `kata check` of a kata: passed when solved (its bug's probes and health pass), failing otherwise. A
+    check of a shipped example starts no workspace (a hint does): it is kept only where one exists."""
+    with updating(script.parent, start=False) as progress:
         entry = progress.setdefault(script.stem, Progress())
         entry.status = PASSED if solved else FAILED
         entry.checked_at = datetime.now(timezone.utc).isoformat(timespec="seconds")

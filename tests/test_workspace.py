@@ -211,8 +211,11 @@ def test_kata_init_starts_a_workspace_and_refuses_the_examples(clone):
 
 def test_progress_on_an_example_is_kept_in_the_workspace_not_in_broken(clone):
     """A hint or a check of a shipped example records its progress in the learner's workspace beside the
-    examples (started if there is none, as `kata new` would), in a section of its own."""
+    examples, in a section of its own; a hint starts the workspace if there is none (as `kata new` would), a check
+    alone starts none."""
     shipped = files(clone / "broken")
+    alone = kata("check", "broken/03.py")
+    assert alone.exit_code == 1 and "Started your workspace" not in alone.output and not (clone / "practice").exists()
     hinted = kata("hint", "broken/03.py")
     assert hinted.exit_code == 0 and "Hint 1 of 3" in hinted.stdout
     assert "Started your workspace practice/" in hinted.stderr

@@ -123,6 +123,6 @@ def record_kata(path: Path, report, diagnose: bool = False) -> str | None:
     solved = report.exit_code == 0
     record_check(path, solved)
     if diagnose and not solved:
-        with updating(path.parent) as progress:
+        with updating(path.parent, start=False) as progress:
             progress.setdefault(path.stem, Progress()).diagnosed = True
     return report.kata
