@@ -65,6 +65,7 @@ class ClassScores:
             row.update(correct=0, total=0, counts=defaultdict(int), hits=defaultdict(int), source=source)  # the
             # loss's own view wins
         row["total"] += len(labels)
+        labels = labels.to(predicted.device)  # a loader's labels stay on the host when the model runs on a GPU
         keys, counts = (2 * labels + (predicted == labels)).unique(return_counts=True)  # one host sync: per label,
         for key, count in zip(keys.tolist(), counts.tolist()):  # its samples decided wrong (even) and right (odd)
             label, right = divmod(int(key), 2)
