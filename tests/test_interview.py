@@ -14,6 +14,7 @@ from conftest import REFERENCES, WORKERS, check_all, failed_probes
 
 from checker.findings import NOT_APPLICABLE, PASS
 from katas.bugs import BUGS
+from katas.catalogue import difficulty
 from katas.cli import main
 from katas.engine.context import Context
 from katas.engine.inject import sites
@@ -78,11 +79,11 @@ def leveled() -> dict:
 
 def test_difficulty_draws_its_own_level_first_and_nothing_harder():
     for (name, level, seed), task in leveled().items():
-        levels = [LEVELS.index(p.bug.difficulty) for p in task.planted]
+        levels = [LEVELS.index(difficulty(p.bug, name)) for p in task.planted]
         assert max(levels) <= LEVELS.index(level), (name, level, seed)
         assert level not in available(name) or LEVELS.index(level) in levels, (name, level, seed)
     for name in NAMES:
-        mean = {level: sum(LEVELS.index(p.bug.difficulty) for (n, lv, _), t in leveled().items()
+        mean = {level: sum(LEVELS.index(difficulty(p.bug, name)) for (n, lv, _), t in leveled().items()
                            if n == name and lv == level for p in t.planted) for level in LEVELS}
         assert mean["easy"] < mean["medium"] < mean["hard"], (name, mean)
 
@@ -94,7 +95,7 @@ def applicable(name: str) -> frozenset[str]:
 
 
 def available(name: str) -> set[str]:
-    return {BUGS[bug].difficulty for bug in applicable(name)}
+    return {difficulty(BUGS[bug], name) for bug in applicable(name)}
 
 
 def test_tasks_draw_from_the_whole_catalogue():

@@ -32,7 +32,7 @@ def made(tmp_path_factory):
     """Two katas, made once: 01 (eval-mode) and 02 (leak), in their reference's own text (fast to make)."""
     folder = tmp_path_factory.mktemp("made") / "katas"
     for bug in ("eval-mode", "leak"):
-        assert kata("new", "--bug", bug, "--seed", "1", "--plain", "--dir", folder).exit_code == 0
+        assert kata("new", "--bug", bug, "--seed", "1", "--plain", "--no-verify", "--dir", folder).exit_code == 0
     return folder
 
 
@@ -63,7 +63,7 @@ def test_learner_commands_find_the_kata_folder_upward_like_git(project, monkeypa
     assert "kata solution 01 --reveal" in plain(kata("solution", "01"))
     assert "nothing to reset" in plain(kata("reset", "01", "--yes"))
     assert completions("kata hint 0") == ["01", "02"]
-    made = kata("new", "--bug", "leak", "--seed", "1", "--plain")
+    made = kata("new", "--bug", "leak", "--seed", "1", "--plain", "--no-verify")
     assert made.exit_code == 0 and "Wrote ../../broken/03.py" in plain(made) and "kata watch 03;" in plain(made)
     monkeypatch.chdir(project / "broken")  # inside the kata folder itself
     assert [k["path"] for k in json.loads(kata("list", "--json").output)["katas"]] == ["01.py", "02.py", "03.py"]
@@ -83,7 +83,7 @@ def test_dir_names_a_kata_folder_that_is_not_found_from_here(made, tmp_path, mon
     watched = kata("watch", "09", "--dir", mine)
     assert watched.exit_code == 2 and f"no such script: {mine / '09.py'}" in watched.output
     assert completions(f"kata hint --dir {mine} 0") == ["01", "02"]
-    made_there = kata("new", "--bug", "leak", "--seed", "1", "--plain", "--dir", mine)
+    made_there = kata("new", "--bug", "leak", "--seed", "1", "--plain", "--no-verify", "--dir", mine)
     assert f"kata watch 03 --dir {mine}" in plain(made_there)
     assert list(tmp_path.iterdir()) == [tmp_path / "elsewhere"]
 
