@@ -133,7 +133,8 @@ class Measured:
     printed: tuple[Printed, ...]
     losses: tuple[float, float] | None  # the mean loss per backward pass of its first and last fifth, as measured
     seconds: float
-    symptoms: tuple[str, ...]  # each flagged check: what it looks at, and what it saw
+    symptoms: tuple[tuple[str, str], ...]  # each flagged check (a criterion of one of several): (what it looks at,
+    # what it saw)
 
     @classmethod
     def of(cls, report: Report) -> Measured:
@@ -145,13 +146,14 @@ class Measured:
                 "printed": [{"label": p.label, "kind": p.kind.value, "values": list(p.values), "percent": p.percent}
                             for p in self.printed],
                 "losses": list(self.losses) if self.losses else None, "seconds": self.seconds,
-                "symptoms": list(self.symptoms)}
+                "symptoms": [list(symptom) for symptom in self.symptoms]}
 
     @classmethod
     def from_json(cls, doc: dict) -> Measured:
         return cls(doc["ran"], doc["problem"], tuple(Printed(p["label"], Kind(p["kind"]), tuple(p["values"]),
                                                               p["percent"]) for p in doc["printed"]),
-                   tuple(doc["losses"]) if doc["losses"] else None, doc["seconds"], tuple(doc["symptoms"]))
+                   tuple(doc["losses"]) if doc["losses"] else None, doc["seconds"],
+                   tuple((title, seen) for title, seen in doc["symptoms"]))
 
     def figure(self, key: str) -> Printed | None:
         return next((p for p in self.printed if p.key == key), None)
@@ -172,17 +174,18 @@ def _rounded(value: float) -> float:
     return float(f"{value:.3g}") if math.isfinite(value) else value
 
 
-def symptoms(report: Report) -> tuple[str, ...]:
-    """Each flagged check, named by what it looks at, with what it saw: never the cause."""
+def symptoms(report: Report) -> tuple[tuple[str, str], ...]:
+    """Each flagged check, named by what it looks at, with what it saw: never the cause. A check of several
+    criteria (training health) gives each flagged criterion."""
     from checker.verdict import symptom_title
 
     said = []
     for finding in report.findings:
         if not finding.flagged:
             continue
+        title = symptom_title(finding.probe)
         parts = [part for part in finding.parts if part.flagged]
-        seen = "; ".join(f"{part.title}: {part.symptom}" for part in parts) if parts else finding.symptom
-        said.append(f"{symptom_title(finding.probe)}: {seen}")
+        said += [(f"{title}: {part.title}", part.symptom) for part in parts] or [(title, finding.symptom)]
     return tuple(said)
 
 
@@ -213,8 +216,9 @@ def describe(kata: Measured, correct: Measured, level: str) -> Observation:
     if shows:
         return Observation(tuple(lines), LEVELS[0], tuple(shows), figures)
     lines = looks_normal(kata, correct)
-    lines += ["What a measurement shows:", *(f"- {symptom}" for symptom in kata.symptoms)] if kata.symptoms else \
-        ["No measurement of `kata check` flags it in this run either."]
+    before = {title for title, _ in correct.symptoms}  # what your own script showed before the bug was planted
+    shown = [f"- {title}: {seen}" for title, seen in kata.symptoms if title not in before]
+    lines += ["What a measurement shows:", *shown] if shown else ["No measurement of `kata check` flags it either."]
     return Observation(tuple(lines), LEVELS[max(1, LEVELS.index(level))], (), figures)
 
 

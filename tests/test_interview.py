@@ -61,12 +61,14 @@ def checked_tasks(tmp_path_factory):
 
 
 def largest_task(name: str, level: str, seed: int) -> Task:
-    """A 3-bug task at ``level``, or a 2-bug one where fewer compatible bugs of that level apply (the data-parallel
-    reference has two easy bugs that do not hide each other)."""
-    try:
-        return generate(name, SOURCES[name], 3, seed, level)
-    except TaskError:
-        return generate(name, SOURCES[name], 2, seed, level)
+    """A task of as many bugs at ``level`` as apply together, up to 3 (on the data-parallel reference, the two bugs
+    measured easy there hide each other: one)."""
+    for n_bugs in (3, 2):
+        try:
+            return generate(name, SOURCES[name], n_bugs, seed, level)
+        except TaskError:
+            pass
+    return generate(name, SOURCES[name], 1, seed, level)
 
 
 @functools.cache
@@ -109,8 +111,9 @@ def test_tasks_draw_from_the_whole_catalogue():
             assert plant(Task(name, seed, None, "", solution, solution), BUGS[bug], random.Random(0), ctx), bug
         planted = {p.bug.id for (seed, _), task in tasks().items() if NAMES[seed % len(NAMES)] == name for p in task.planted}
         planted |= {p.bug.id for (ref, _, _), task in leveled().items() if ref == name for p in task.planted}
-        # 6 plain tasks and 3 levelled ones per reference draw 27 bugs: 71 to 88 % of each reference's bugs
-        assert len(planted) >= 0.7 * len(applicable(name)), (name, applicable(name) - planted)
+        # 6 plain tasks and 3 levelled ones per reference draw up to 27 bugs: 67 to 92 % of each reference's bugs (the
+        # fewest on text, the reference with the most bugs, whose levelled tasks draw by the difficulties measured there)
+        assert len(planted) >= 0.65 * len(applicable(name)), (name, applicable(name) - planted)
 
 
 def test_every_task_plants_as_many_distinct_bugs_as_asked():

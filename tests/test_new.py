@@ -255,7 +255,7 @@ def test_bugs_lists_the_catalogue_with_the_references_each_applies_to():
     zero_grad = measured()["bugs"]["zero-grad"]
     assert rows["zero-grad"]["difficulties"] == {ref: entry["difficulty"] for ref, entry in zero_grad.items()}
     assert rows["zero-grad"]["difficulties"]["classifier"] != "easy" and rows["no-step"]["difficulty"] == "easy"
-    table = kata("bugs").output
+    table = CliRunner().invoke(main, ["bugs"], env={"COLUMNS": "200"}).output  # wide enough for one line a bug
     assert "kata new --bug ID" in table
     assert difficulty_shown(BUGS["zero-grad"]) in next(line for line in table.splitlines() if line.startswith("zero-grad "))
 

@@ -125,9 +125,12 @@ def test_an_error_is_what_differs_and_a_script_that_prints_nothing_is_judged_by_
                              "RuntimeError: mat1 and mat2 shapes cannot be multiplied.",)
     silent = describe(run(losses=(1.4, 1.39)), run(), "medium")
     assert silent.shows == (Shows.LOSS,) and "prints no loss" in silent.text and "1.40 to 1.39" in silent.text
-    quiet = describe(run(losses=(1.3, 0.27), symptoms=["learning-rate curve: ..."]), run(), "easy")
+    quiet = describe(run(losses=(1.3, 0.27), symptoms=[("learning-rate curve", "...")]), run(), "easy")
     assert quiet.difficulty == "medium" and quiet.shows == () and "- learning-rate curve: ..." in quiet.lines
     assert "accuracy" not in quiet.text + silent.text
+    already = ("scale of the first layer's inputs", "an RMS of 112")  # your own script showed it before the bug
+    mine = describe(run(symptoms=[already, ("learning-rate curve", "...")]), run(symptoms=[already]), "medium")
+    assert mine.lines[-2:] == ("What a measurement shows:", "- learning-rate curve: ...")
 
 
 def test_an_accuracy_an_accuracy_cannot_be_differs_even_in_percent():

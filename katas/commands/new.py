@@ -125,7 +125,6 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bo
                                     already, observation.to_json(), mutation.guessed))
 
     from rich.padding import Padding
-    from rich.text import Text
 
     from katas.render import make_console
 
@@ -141,7 +140,7 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bo
             console.print(f"{source_path.name} already failed these checks before the bug was planted: "
                           f"{', '.join(already)}. They stay as they are and do not keep the kata unsolved.")
     console.print(f"\n[bold]What you would observe[/] (difficulty: {observation.difficulty})")
-    console.print(Padding(Text(observation.text), (0, 0, 1, 2), expand=False))
+    console.print(Padding(said(observation.lines), (0, 0, 1, 2), expand=False))
     if ranks > 1:
         console.print(f"It runs as {ranks} processes ([bold]torchrun --standalone --nproc-per-node {ranks} {target}[/]); "
                       "`kata check` launches it that way.")
@@ -150,6 +149,25 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bo
     where = dir_flag(folder)
     console.print(f"(or re-check on every save: [bold]kata watch {target.stem}{where}[/]; "
                   f"stuck? [bold]kata hint {target.stem}{where}[/])")
+
+
+def said(lines: tuple[str, ...]):
+    """An observation's lines for the terminal: sentences as they are, bullets (``- ...``) with a hanging indent."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    parts: list = []
+    for line in lines:
+        if not line.startswith("- "):
+            parts.append(Text(line))
+            continue
+        if not parts or not isinstance(parts[-1], Table):
+            parts.append(Table.grid(padding=(0, 1)))
+            parts[-1].add_column(no_wrap=True)
+            parts[-1].add_column()
+        parts[-1].add_row("-", Text(line[2:]))
+    return Group(*parts)
 
 
 def settled(start: Start, seed: int, device: str, limits, nproc: int = 1) -> tuple[Start, Report]:
