@@ -42,6 +42,10 @@ class KataInfo:
     plain: bool = False  # planted in the script's exact text; otherwise in its disguise (see `kata new --plain`)
     nproc: int = 1  # ranks it runs as (a distributed script is checked under a launcher)
     baseline: tuple[str, ...] = ()  # probes that failed on your own script before the bug was planted
+    # What `kata new` told the learner, and the runs it was measured from (katas.observation.Observation.to_json);
+    # None when the kata was made before it was measured
+    observed: dict | None = None
+    guessed: bool = False  # the bug's site was found through a conventional name (`optimizer`), not by structure
 
 
 def is_examples(folder: Path) -> bool:
@@ -113,7 +117,8 @@ def read_metadata(script: Path) -> KataInfo | None:
             nonce = bytes.fromhex(doc["nonce"])
             sealed = json.loads(_xor(base64.b64decode(doc["sealed"]), nonce))
             return KataInfo(doc["engine"], sealed["bug"], sealed["site"], doc["reference"], doc["seed"], doc["plain"],
-                            doc.get("nproc", 1), tuple(doc.get("baseline", ())))
+                            doc.get("nproc", 1), tuple(doc.get("baseline", ())), doc.get("observed"),
+                            doc.get("guessed", False))
     except (OSError, ValueError, KeyError, TypeError):
         pass
     return None

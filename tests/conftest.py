@@ -77,6 +77,16 @@ def in_process_checks_run_warm():
     patch.undo()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def cache_in_a_scratch_folder(tmp_path_factory):
+    """`kata new` caches the correct scripts' runs in the user's cache folder: for the tests, one of their own,
+    shared by every test of the session (and the processes they start)."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+    yield
+    patch.undo()
+
+
 def check_all(paths: list[Path]) -> dict[Path, Report]:
     """Check many scripts at once: each check is its own process, so threads suffice."""
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:

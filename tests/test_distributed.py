@@ -329,7 +329,7 @@ def test_ranks_a_script_spawns_itself_are_observed_and_compared(tmp_path, joins)
 # -- katas and interview tasks made from the data-parallel reference -----------------------------------------------
 
 def test_a_ddp_kata_is_checked_as_two_ranks_without_being_told(tmp_path):
-    made = CliRunner().invoke(main, ["new", "--ref", "ddp", "--bug", "ddp-set-epoch", "--seed", "4",
+    made = CliRunner().invoke(main, ["new", "--ref", "ddp", "--bug", "ddp-set-epoch", "--seed", "4", "--no-verify",
                                      "--dir", str(tmp_path)])
     assert made.exit_code == 0 and "torchrun --standalone --nproc-per-node 2" in made.output, made.output
     result = CliRunner().invoke(main, ["check", "--json", str(tmp_path / "01.py")])
@@ -358,7 +358,7 @@ def test_a_ddp_interview_task_is_briefed_for_torchrun_and_graded_as_two_ranks(tm
 
 
 def test_watch_rechecks_a_ddp_kata_as_two_ranks(tmp_path):
-    assert CliRunner().invoke(main, ["new", "--ref", "ddp", "--bug", "ddp-save", "--seed", "2",
+    assert CliRunner().invoke(main, ["new", "--ref", "ddp", "--bug", "ddp-save", "--seed", "2", "--no-verify",
                                      "--dir", str(tmp_path / "broken")]).exit_code == 0
     watch = subprocess.Popen([sys.executable, "-m", "katas", "watch", "01"], cwd=tmp_path, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**child_env(), "NO_COLOR": "1"})

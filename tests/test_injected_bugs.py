@@ -7,8 +7,10 @@ import pytest
 from conftest import FIXTURES, REFERENCES, check_all, failed_probes, plant_all, verdict_for
 
 from katas.bugs import BUGS
+from katas.catalogue import measured
 from katas.engine.context import Context
 from katas.engine.inject import sites
+from katas.observation import Measured, describe
 
 SEEDS = (0, 1, 2)
 CASES = [(ref, bug, seed) for ref in sorted(REFERENCES.glob("*.py")) for bug in BUGS.values()
@@ -79,3 +81,17 @@ def test_planted_bug_runs_and_trips_exactly_its_probes(ref, bug, seed, reports):
     assert set(bug.probes) <= failed, details
     assert ("health" in failed) == breaks_training(bug.id, ref.stem), details
     assert failed <= {*bug.probes, "health"}, details
+
+
+def test_measured_difficulties_hold_for_a_fresh_run(reports):
+    """katas/measured.json (bench/measure_difficulty.py) against this module's own runs of the same planted scripts:
+    each bug on each reference at the file's seed, beside the correct run it keeps (test_references runs those)."""
+    stored = measured()
+    correct = {name: Measured.from_json(doc) for name, doc in stored["references"].items()}
+    cases = [(ref, bug) for ref, bug, seed in CASES if seed == stored["seed"]]
+    assert {(ref.stem, bug.id) for ref, bug in cases} == {(ref, bug) for bug, refs in stored["bugs"].items() for ref in refs}
+    for ref, bug in cases:
+        fresh = describe(Measured.of(reports[ref, bug.id, stored["seed"]]), correct[ref.stem], bug.difficulty)
+        entry = stored["bugs"][bug.id][ref.stem]
+        assert (fresh.difficulty, [s.value for s in fresh.shows]) == (entry["difficulty"], entry["shows"]), \
+            (bug.id, ref.stem, fresh.lines, entry["lines"])

@@ -20,6 +20,7 @@ from documented_json import validate
 
 from checker.findings import NOT_APPLICABLE, PASS
 from katas.bugs import BUGS
+from katas.catalogue import difficulty
 from katas.cli import main
 from katas.engine.context import Context
 from katas.engine.inject import sites
@@ -67,12 +68,14 @@ def checked_tasks(tmp_path_factory):
 
 
 def largest_task(name: str, level: str, seed: int) -> Task:
-    """A 3-bug task at ``level``, or a 2-bug one where fewer compatible bugs of that level apply (the data-parallel
-    reference has two easy bugs that do not hide each other)."""
-    try:
-        return generate(name, SOURCES[name], 3, seed, level)
-    except TaskError:
-        return generate(name, SOURCES[name], 2, seed, level)
+    """A task of as many bugs at ``level`` as apply together, up to 3 (on the data-parallel reference, the two bugs
+    measured easy there hide each other: one)."""
+    for n_bugs in (3, 2):
+        try:
+            return generate(name, SOURCES[name], n_bugs, seed, level)
+        except TaskError:
+            pass
+    return generate(name, SOURCES[name], 1, seed, level)
 
 
 @functools.cache
@@ -85,11 +88,11 @@ def leveled() -> dict:
 
 def test_difficulty_draws_its_own_level_first_and_nothing_harder():
     for (name, level, seed), task in leveled().items():
-        levels = [LEVELS.index(p.bug.difficulty) for p in task.planted]
+        levels = [LEVELS.index(difficulty(p.bug, name)) for p in task.planted]
         assert max(levels) <= LEVELS.index(level), (name, level, seed)
         assert level not in available(name) or LEVELS.index(level) in levels, (name, level, seed)
     for name in NAMES:
-        mean = {level: sum(LEVELS.index(p.bug.difficulty) for (n, lv, _), t in leveled().items()
+        mean = {level: sum(LEVELS.index(difficulty(p.bug, name)) for (n, lv, _), t in leveled().items()
                            if n == name and lv == level for p in t.planted) for level in LEVELS}
         assert mean["easy"] < mean["medium"] < mean["hard"], (name, mean)
 
@@ -101,7 +104,7 @@ def applicable(name: str) -> frozenset[str]:
 
 
 def available(name: str) -> set[str]:
-    return {BUGS[bug].difficulty for bug in applicable(name)}
+    return {difficulty(BUGS[bug], name) for bug in applicable(name)}
 
 
 def test_tasks_draw_from_the_whole_catalogue():
@@ -115,8 +118,9 @@ def test_tasks_draw_from_the_whole_catalogue():
             assert plant(Task(name, seed, None, "", solution, solution), BUGS[bug], random.Random(0), ctx), bug
         planted = {p.bug.id for (seed, _), task in tasks().items() if NAMES[seed % len(NAMES)] == name for p in task.planted}
         planted |= {p.bug.id for (ref, _, _), task in leveled().items() if ref == name for p in task.planted}
-        # 6 plain tasks and 3 levelled ones per reference draw 27 bugs: 71 to 88 % of each reference's bugs
-        assert len(planted) >= 0.7 * len(applicable(name)), (name, applicable(name) - planted)
+        # 6 plain tasks and 3 levelled ones per reference draw up to 27 bugs: 67 to 92 % of each reference's bugs (the
+        # fewest on text, the reference with the most bugs, whose levelled tasks draw by the difficulties measured there)
+        assert len(planted) >= 0.65 * len(applicable(name)), (name, applicable(name) - planted)
 
 
 def test_every_task_plants_as_many_distinct_bugs_as_asked():

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from conftest import REFERENCES, ROOT, WORKERS, check, failed_probes
 
 from katas.bugs import BUGS
+from katas.catalogue import difficulty_shown, measured
 from katas.cli import main
 from katas.interview.names import DESCRIPTIONS
 from katas.making import regenerate
@@ -46,31 +47,31 @@ def completions(line: str) -> list[str]:
 
 
 def test_new_writes_the_next_number_and_says_what_you_would_observe(tmp_path):
-    first = kata("new", "--bug", "leak", "--seed", "1", "--dir", str(tmp_path))
-    second = kata("new", "--bug", "leak", "--seed", "1", "--dir", str(tmp_path))
+    first = kata("new", "--bug", "leak", "--seed", "1", "--no-verify", "--dir", str(tmp_path))
+    second = kata("new", "--bug", "leak", "--seed", "1", "--no-verify", "--dir", str(tmp_path))
     assert first.exit_code == second.exit_code == 0, first.output
     assert sorted(p.name for p in tmp_path.glob("*.py")) == ["01.py", "02.py"]
     text = " ".join(second.output.split())
-    assert BUGS["leak"].observe in text
+    assert f"Typically (not measured on this script): {BUGS['leak'].observe}" in text  # measured: test_observation
     assert f"kata check {tmp_path / '02.py'}" in text
     assert (tmp_path / "01.py").read_bytes() == (tmp_path / "02.py").read_bytes()
 
 
 def test_same_inputs_and_seed_give_byte_identical_files(tmp_path):
     for folder in ("a", "b"):
-        assert kata("new", "--seed", "42", "--dir", str(tmp_path / folder)).exit_code == 0
+        assert kata("new", "--seed", "42", "--no-verify", "--dir", str(tmp_path / folder)).exit_code == 0
     assert (tmp_path / "a" / "01.py").read_bytes() == (tmp_path / "b" / "01.py").read_bytes()
     assert metadata_path(tmp_path / "a" / "01.py").read_bytes() == metadata_path(tmp_path / "b" / "01.py").read_bytes()
 
 
 def test_different_seeds_pick_different_katas(tmp_path):
     for seed in range(4):
-        assert kata("new", "--seed", str(seed), "--dir", str(tmp_path)).exit_code == 0
+        assert kata("new", "--seed", str(seed), "--no-verify", "--dir", str(tmp_path)).exit_code == 0
     assert len({read_metadata(p).bug for p in tmp_path.glob("*.py")}) >= 3
 
 
 def test_a_random_bug_is_not_revealed(tmp_path):
-    result = kata("new", "--seed", "3", "--dir", str(tmp_path))
+    result = kata("new", "--seed", "3", "--no-verify", "--dir", str(tmp_path))
     info = read_metadata(tmp_path / "01.py")
     bug = BUGS[info.bug]
     assert bug.id not in result.output and bug.title not in result.output
@@ -79,21 +80,21 @@ def test_a_random_bug_is_not_revealed(tmp_path):
 
 def test_a_kata_is_disguised_so_nothing_gives_the_bug_away_unless_plain(tmp_path):
     reference = (REFERENCES / "binary.py").read_text()
-    assert kata("new", "--bug", "log0", "--seed", "1", "--dir", str(tmp_path)).exit_code == 0
+    assert kata("new", "--bug", "log0", "--seed", "1", "--no-verify", "--dir", str(tmp_path)).exit_code == 0
     text = (tmp_path / "01.py").read_text()
     assert len(docstrings(reference)) > 3 and docstrings(text)[0] in DESCRIPTIONS["binary"] and len(docstrings(text)) == 1
     assert "log(0)" in reference and "log(0)" not in text
     changed = [line for line in difflib.unified_diff(reference.splitlines(), text.splitlines(), n=0, lineterm="")
                if line.startswith(("+", "-"))]
     assert len(changed) > 50  # renamed, reordered: a diff points at everything, not at the bug
-    assert kata("new", "--bug", "log0", "--seed", "1", "--plain", "--dir", str(tmp_path)).exit_code == 0
+    assert kata("new", "--bug", "log0", "--seed", "1", "--plain", "--no-verify", "--dir", str(tmp_path)).exit_code == 0
     assert docstrings((tmp_path / "02.py").read_text()) == docstrings(reference)
     assert read_metadata(tmp_path / "02.py").plain and not read_metadata(tmp_path / "01.py").plain
     assert "comments and docstrings included" in " ".join(kata("new", "--help").output.split())
 
 
 def test_the_answer_key_is_sealed_and_format_1_still_reads(tmp_path):
-    assert kata("new", "--bug", "leak", "--seed", "1", "--plain", "--dir", str(tmp_path)).exit_code == 0
+    assert kata("new", "--bug", "leak", "--seed", "1", "--plain", "--no-verify", "--dir", str(tmp_path)).exit_code == 0
     path = tmp_path / "01.py"
     doc = json.loads(metadata_path(path).read_text())
     assert doc["format"] == 2 and doc["reference"] == "classifier" and doc["seed"] == 1 and doc["plain"] is True
@@ -115,10 +116,10 @@ def test_bug_and_reference_options_complete_in_the_shell():
 
 def test_an_existing_file_is_never_overwritten_without_force(tmp_path):
     (tmp_path / "01.py").write_text("my work\n")
-    refused = kata("new", "--bug", "leak", "--number", "1", "--dir", str(tmp_path))
+    refused = kata("new", "--bug", "leak", "--number", "1", "--no-verify", "--dir", str(tmp_path))
     assert refused.exit_code == 2 and "--force" in refused.output
     assert (tmp_path / "01.py").read_text() == "my work\n"
-    forced = kata("new", "--bug", "leak", "--number", "1", "--force", "--dir", str(tmp_path))
+    forced = kata("new", "--bug", "leak", "--number", "1", "--force", "--no-verify", "--dir", str(tmp_path))
     assert forced.exit_code == 0
     backups = list((tmp_path / ".kata" / "backup").glob("01.*.py"))
     assert [b.read_text() for b in backups] == ["my work\n"]
@@ -203,6 +204,8 @@ def test_a_kata_from_your_own_script_is_not_held_to_what_the_script_showed_befor
     assert made.exit_code == 0, made.output
     kata_script = tmp_path / "k" / "01.py"
     assert read_metadata(kata_script).baseline == ("health: initial loss", "input-scale")
+    said = " ".join(made.output.split("What you would observe", 1)[1].split("Find the cause", 1)[0].split())
+    assert '"loss"' in said and "acc" not in said.lower(), said  # it prints a loss, and no accuracy
     broken = json.loads(kata("check", "--json", str(kata_script)).output)
     assert broken["exit_code"] == 1
     kata_script.write_text(RAW_UNITS.replace("        optimizer.zero_grad()\n", "").replace(
@@ -238,16 +241,19 @@ def test_from_a_file_with_a_syntax_error_shows_pythons_own_report_as_kata_check_
 
 
 def test_new_never_imports_torch(tmp_path):
+    """Not even to run the kata and the correct script (binary: the quickest reference to run)."""
     code = ("import sys\nfrom katas.cli import main\n"
-            f"try:\n    main(['new', '--seed', '5', '--dir', {str(tmp_path)!r}])\nexcept SystemExit:\n    pass\n"
+            f"try:\n    main(['new', '--seed', '5', '--ref', 'binary', '--dir', {str(tmp_path)!r}])\nexcept SystemExit:\n"
+            "    pass\n"
             "print('torch imported:', 'torch' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert "torch imported: False" in out.stdout, out.stderr
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert "torch imported: False" in out.stdout and "under kata check" in out.stderr, out.stderr
     assert (tmp_path / "01.py").exists()
 
 
 def test_concurrent_new_calls_get_distinct_numbers(tmp_path):
-    command = [sys.executable, "-m", "katas", "new", "--seed", "1", "--bug", "leak", "--plain", "--dir", str(tmp_path)]
+    command = [sys.executable, "-m", "katas", "new", "--seed", "1", "--bug", "leak", "--plain", "--no-verify", "--dir",
+               str(tmp_path)]
     with ThreadPoolExecutor(max_workers=8) as pool:
         results = list(pool.map(lambda _: subprocess.run(command, capture_output=True, timeout=120), range(8)))
     assert [r.returncode for r in results] == [0] * 8
@@ -262,7 +268,13 @@ def test_bugs_lists_the_catalogue_with_the_references_each_applies_to():
     assert rows["log0"]["references"] == ["binary"]
     assert rows["scheduler"]["references"] == ["classifier", "lm", "text"]
     assert rows["leak"]["probes"] == ["graphs-retained"]
-    assert "kata new --bug ID" in kata("bugs").output
+    # Difficulties as measured on the references: zero-grad's output looks normal on the classifier (not easy there)
+    zero_grad = measured()["bugs"]["zero-grad"]
+    assert rows["zero-grad"]["difficulties"] == {ref: entry["difficulty"] for ref, entry in zero_grad.items()}
+    assert rows["zero-grad"]["difficulties"]["classifier"] != "easy" and rows["no-step"]["difficulty"] == "easy"
+    table = CliRunner().invoke(main, ["bugs"], env={"COLUMNS": "200"}).output  # wide enough for one line a bug
+    assert "kata new --bug ID" in table
+    assert difficulty_shown(BUGS["zero-grad"]) in next(line for line in table.splitlines() if line.startswith("zero-grad "))
 
 
 def test_shipped_examples_regenerate_byte_identically():
@@ -279,7 +291,7 @@ def test_shipped_examples_regenerate_byte_identically():
 
 
 def test_check_reports_the_injected_bug(tmp_path):
-    assert kata("new", "--bug", "eval-mode", "--seed", "1", "--dir", str(tmp_path)).exit_code == 0
+    assert kata("new", "--bug", "eval-mode", "--seed", "1", "--no-verify", "--dir", str(tmp_path)).exit_code == 0
     kata_file = tmp_path / "01.py"
     still = json.loads(kata("check", "--json", str(kata_file)).output)
     assert still["kata"] == {"injected_bug": "still present"}

@@ -13,6 +13,8 @@ from checker.findings import NOT_APPLICABLE, PASS
 from checker.probes import PROBES
 from checker.runner import Limits, run
 from checker.verdict import judge
+from katas.catalogue import measured
+from katas.observation import Measured
 
 SCRIPTS = sorted(REFERENCES.glob("*.py"))
 RUNS = 3
@@ -49,6 +51,17 @@ def test_reference_passes_every_probe_three_times_with_the_same_verdict(script, 
 def test_a_reference_s_report_is_a_few_lines_at_any_width(reports):
     for runs in reports.values():
         assert_laid_out(runs[0])
+
+
+def test_the_correct_runs_that_measured_difficulties_compare_with_are_what_each_run_shows(reports):
+    """What katas/measured.json keeps of each reference's run (the figures it prints, its loss), the same in every
+    run: `kata new` compares a kata's run with it."""
+    stored = measured()["references"]
+    for script, runs in reports.items():
+        for report in runs:
+            fresh = Measured.of(report).to_json()
+            assert {k: v for k, v in fresh.items() if k != "seconds"} == \
+                {k: v for k, v in stored[script.stem].items() if k != "seconds"}, script.name
 
 
 def test_every_probe_is_exercised_by_some_reference(reports):

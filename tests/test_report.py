@@ -163,7 +163,7 @@ def test_no_color_means_no_escape_codes_at_all_and_pipes_get_no_trailing_spaces(
 
 
 def test_a_kata_reports_symptoms_until_diagnose_which_counts_like_a_hint(tmp_path):
-    assert kata("new", "--bug", "eval-mode", "--seed", "1", "--dir", str(tmp_path)).exit_code == 0
+    assert kata("new", "--bug", "eval-mode", "--seed", "1", "--no-verify", "--dir", str(tmp_path)).exit_code == 0
     script = tmp_path / "01.py"
     symptoms = kata("check", "--json", str(script))
     doc = json.loads(symptoms.stdout)

@@ -35,7 +35,7 @@ def made(tmp_path_factory):
     """Two katas, made once: 01 (eval-mode) and 02 (leak), in their reference's own text (fast to make)."""
     folder = tmp_path_factory.mktemp("made") / "katas"
     for bug in ("eval-mode", "leak"):
-        assert kata("new", "--bug", bug, "--seed", "1", "--plain", "--dir", folder).exit_code == 0
+        assert kata("new", "--bug", bug, "--seed", "1", "--plain", "--no-verify", "--dir", folder).exit_code == 0
     return folder
 
 
@@ -68,7 +68,7 @@ def test_learner_commands_find_the_kata_folder_upward_like_git(project, monkeypa
     assert "kata solution 01 --reveal" in plain(kata("solution", "01"))
     assert "nothing to reset" in plain(kata("reset", "01", "--yes"))
     assert completions("kata hint 0") == ["01", "02"]
-    made = kata("new", "--bug", "leak", "--seed", "1", "--plain")
+    made = kata("new", "--bug", "leak", "--seed", "1", "--plain", "--no-verify")
     assert made.exit_code == 0 and "Wrote ../../practice/03.py" in plain(made) and "kata watch 03;" in plain(made)
     assert "Started your workspace" not in plain(made)
     monkeypatch.chdir(project / "practice")  # inside the kata folder itself
@@ -89,7 +89,7 @@ def test_dir_names_a_kata_folder_that_is_not_found_from_here(made, tmp_path, mon
     watched = kata("watch", "09", "--dir", mine)
     assert watched.exit_code == 2 and f"no such script: {mine / '09.py'}" in watched.output
     assert completions(f"kata hint --dir {mine} 0") == ["01", "02"]
-    made_there = kata("new", "--bug", "leak", "--seed", "1", "--plain", "--dir", mine)
+    made_there = kata("new", "--bug", "leak", "--seed", "1", "--plain", "--no-verify", "--dir", mine)
     assert f"kata watch 03 --dir {mine}" in plain(made_there)
     assert list(tmp_path.iterdir()) == [tmp_path / "elsewhere"]
 
@@ -161,7 +161,7 @@ def test_katas_written_into_broken_before_workspaces_had_their_own_name_are_stil
     shutil.copytree(made, tmp_path / "broken")  # no examples marker: a learner's own folder
     monkeypatch.chdir(tmp_path)
     assert "broken/: 2 katas, 0 passed, 2 to go" in plain(kata())
-    assert "Wrote broken/03.py" in plain(kata("new", "--bug", "leak", "--seed", "1", "--plain"))
+    assert "Wrote broken/03.py" in plain(kata("new", "--bug", "leak", "--seed", "1", "--plain", "--no-verify"))
 
 
 @pytest.fixture
@@ -184,11 +184,11 @@ def test_in_a_fresh_clone_kata_new_starts_a_workspace_beside_the_examples_never_
     assert f"broken/ holds {examples} ready-made examples to check: kata check broken/01.py" in status
     missing = kata("hint", "03")
     assert missing.exit_code == 2 and "no workspace here or above" in missing.output and "--dir broken" in missing.output
-    made = plain(kata("new", "--bug", "leak", "--seed", "1", "--plain"))
+    made = plain(kata("new", "--bug", "leak", "--seed", "1", "--plain", "--no-verify"))
     assert "Started your workspace practice/" in made and "Wrote practice/01.py" in made and "kata watch 01;" in made
     assert "practice/: 1 kata, 0 passed, 1 to go" in plain(kata())
     monkeypatch.chdir(clone / "broken")  # from inside the examples, the workspace beside them
-    made = plain(kata("new", "--bug", "leak", "--seed", "2", "--plain"))
+    made = plain(kata("new", "--bug", "leak", "--seed", "2", "--plain", "--no-verify"))
     assert "Wrote ../practice/02.py" in made and "Started" not in made
     assert "../practice/ is already a workspace" in plain(kata("init"))
     assert files(clone / "broken") == shipped
@@ -219,7 +219,7 @@ def test_progress_on_an_example_is_kept_in_the_workspace_not_in_broken(clone):
     hinted = kata("hint", "broken/03.py")
     assert hinted.exit_code == 0 and "Hint 1 of 3" in hinted.stdout
     assert "Started your workspace practice/" in hinted.stderr
-    assert kata("new", "--bug", "leak", "--seed", "1", "--plain").exit_code == 0
+    assert kata("new", "--bug", "leak", "--seed", "1", "--plain", "--no-verify").exit_code == 0
     assert kata("hint", "01").exit_code == 0
     checked = kata("check", "broken/03.py")
     assert checked.exit_code == 1 and "injected bug: still present" in plain(checked)

@@ -26,6 +26,7 @@ from katas.making import Start, applicable, first_fit, read_start, seeded_order
 if TYPE_CHECKING:
     from checker.verdict import Report
     from katas.catalogue import Bug
+    from katas.observation import Observation
 
 
 def complete_reference(ctx, param, incomplete: str) -> list[str]:
@@ -49,8 +50,8 @@ def complete_reference(ctx, param, incomplete: str) -> list[str]:
 @click.option("--number", type=click.IntRange(min=1), help="Write DIR/NN.py instead of the next free number.")
 @click.option("--force", is_flag=True, help="With --number: replace an existing file, keeping a backup in DIR/.kata/backup.")
 @click.option("--no-verify", is_flag=True,
-              help="With --from: do not run your script under `kata check` to make sure the planted bug shows "
-                   "(faster, but the kata may then not show its bug).")
+              help="Do not run the kata and the correct script under `kata check`: faster, but what you would observe "
+                   "is then only what such a bug typically shows, and with --from the kata may not show its bug.")
 @run_options
 def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bool, seed: int | None,
         folder: Path | None, number: int | None, force: bool, no_verify: bool, device: str, timeout: float,
@@ -59,8 +60,11 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bo
 
     The script is first disguised (unless --plain), then the bug is planted by a
     structure-aware rewrite (libcst), at a place found by what the code does, not
-    by line numbers. You are told what you would observe when the script runs,
-    never what is wrong, and the command that checks your fix.
+    by line numbers. The kata and the correct script then run under `kata check`
+    (side by side; the correct script's run is cached): you are told what the
+    kata's run shows beside the correct one, measured, never what is wrong, and
+    the command that checks your fix. Where its output looks normal, it also
+    says what a measurement shows.
 
     With --from, your script is first run under `kata check` (disguised, and as
     it is if that differs), then with the bug planted (in a temporary copy) until
@@ -75,8 +79,9 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bo
       kata new --bug detach --seed 3   the same kata every time
     """
     from katas.bugs import BUGS, lookup
-    from katas.catalogue import UnknownBug
+    from katas.catalogue import UnknownBug, difficulty
     from katas.engine.inject import ENGINE_VERSION, inject
+    from katas.observation import Measured, describe, typical
     from katas.workspace import (
         KataInfo,
         create_numbered,
@@ -108,16 +113,19 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bo
     bug, start = first_fit(order, seed, plain)
     ranks = nproc or LAUNCHED.get(start.label, 1)
     already: tuple[str, ...] = ()  # what your own script shows before any bug: it does not keep the kata unsolved
+    limits = limits_of(timeout, idle, memory)
     if source_path and not no_verify:
-        limits = limits_of(timeout, idle, memory)
         start, baseline = settled(start, seed, device, limits, ranks)
-        bug, mutation = plant_verified([b for b, _ in order], start, baseline, seed, not bug_id, device, limits,
-                                       ranks)
+        bug, mutation, planted = plant_verified([b for b, _ in order], start, baseline, seed, not bug_id, device,
+                                                limits, ranks)
         from checker.verdict import failing
 
         already = failing(baseline)
+        observation = describe(Measured.of(planted), Measured.of(baseline), bug.difficulty)
     else:
         mutation = inject(bug, start.ctx, seed, start.path.name)
+        observation = typical(bug.observe, difficulty(bug, None if source_path else start.label)) if no_verify else \
+            observed(start, mutation.source, bug, device, limits, ranks)
     if number is None:
         target = create_numbered(folder, mutation.source)
         backup = None
@@ -125,7 +133,7 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bo
         target = folder / f"{number:02d}.py"
         backup = replace_with_backup(target, mutation.source)
     write_metadata(target, KataInfo(ENGINE_VERSION, bug.id, mutation.site, start.label, seed, start.plain, ranks,
-                                    already))
+                                    already, observation.to_json(), mutation.guessed))
 
     from rich.padding import Padding
 
@@ -138,16 +146,14 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bo
     console.print(f"Wrote [bold]{target}[/] from {origin} (seed {seed})" + (f", bug [bold]{bug.id}[/]" if bug_id else ""))
     if backup:
         console.print(f"The previous {target.name} is saved as {backup}.")
-    if mutation.guessed:
-        console.print("[yellow]The bug's site was found through a conventional name (e.g. `optimizer`), not by structure.[/]")
     if source_path:
         console.print("[yellow]Not verified (--no-verify): the kata may not show its bug.[/]" if no_verify else
                       "Verified: `kata check` sees the bug's symptom in it.")
         if already:
             console.print(f"{source_path.name} already failed these checks before the bug was planted: "
                           f"{', '.join(already)}. They stay as they are and do not keep the kata unsolved.")
-    console.print("\n[bold]What you would observe[/]")
-    console.print(Padding(bug.observe, (0, 0, 1, 2), expand=False))
+    console.print(f"\n[bold]What you would observe[/] (difficulty: {observation.difficulty})")
+    console.print(Padding(said(observation.lines), (0, 0, 1, 2), expand=False))
     if ranks > 1:
         console.print(f"It runs as {ranks} processes ([bold]torchrun --standalone --nproc-per-node {ranks} {target}[/]); "
                       "`kata check` launches it that way.")
@@ -169,6 +175,25 @@ def runnable(path: Path) -> None:
         if exc.detail:
             click.echo(exc.detail, err=True)
         raise KataError(str(exc)) from None
+
+
+def said(lines: tuple[str, ...]):
+    """An observation's lines for the terminal: sentences as they are, bullets (``- ...``) with a hanging indent."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    parts: list = []
+    for line in lines:
+        if not line.startswith("- "):
+            parts.append(Text(line))
+            continue
+        if not parts or not isinstance(parts[-1], Table):
+            parts.append(Table.grid(padding=(0, 1)))
+            parts[-1].add_column(no_wrap=True)
+            parts[-1].add_column()
+        parts[-1].add_row("-", Text(line[2:]))
+    return Group(*parts)
 
 
 def settled(start: Start, seed: int, device: str, limits, nproc: int = 1) -> tuple[Start, Report]:
@@ -195,8 +220,8 @@ def symptoms(report: Report) -> tuple[str, set[str]]:
 
 def plant_verified(bugs: list[Bug], start: Start, baseline, seed: int, at_random: bool, device: str, limits,
                    nproc: int = 1):
-    """(bug, mutation) for the first of ``bugs`` with a site in ``start``, and the first of its sites in the seed's
-    order, where `kata check` sees the bug's symptom; planted in a temporary copy."""
+    """(bug, mutation, report) for the first of ``bugs`` with a site in ``start``, and the first of its sites in the
+    seed's order, where `kata check` sees the bug's symptom (``report``, of a temporary copy)."""
     from katas.engine.inject import inject, ordered_sites
 
     name = start.path.name
@@ -215,7 +240,7 @@ def plant_verified(bugs: list[Bug], start: Start, baseline, seed: int, at_random
             mutation = inject(bug, start.ctx, seed, name, site.id)
             report = checked_text(mutation.source, name, device, limits, nproc)
             if shows(bug, report):
-                return bug, mutation
+                return bug, mutation, report
         if not at_random:
             plural = "s" if len(sites) > 1 else ""
             raise KataError(f"`{bug.id}` was planted at {len(sites)} site{plural} of {name} but kata check could not "
@@ -223,6 +248,29 @@ def plant_verified(bugs: list[Bug], start: Start, baseline, seed: int, at_random
         tried.append(bug.id)
     raise KataError(f"none of the bugs that fit {name} ({', '.join(tried) or 'none left'}) showed its symptom under "
                     "kata check; pick one with --bug to see why, or use --no-verify")
+
+
+def observed(start: Start, planted: str, bug: Bug, device: str, limits, nproc: int = 1) -> Observation:
+    """What the kata's run shows beside the correct script's: both run under `kata check` side by side, the
+    correct script's only when its run is not cached."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from katas.observation import Measured, cached, describe, remember
+
+    name = start.path.name
+    correct = cached(start.text, device, nproc)
+    click.echo(f"Running {name} with its bug" + (" and without it" if correct is None else "") + " under kata check ...",
+               err=True)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        running = pool.submit(checked_text, start.text, name, device, limits, nproc) if correct is None else None
+        kata = Measured.of(checked_text(planted, name, device, limits, nproc))
+        if running is not None:
+            report = running.result()
+            if not report.verdict.ran:
+                raise KataError(f"kata check cannot run {name} without its bug: {report.problem}")
+            correct = Measured.of(report)
+            remember(start.text, device, nproc, correct)
+    return describe(kata, correct, bug.difficulty)
 
 
 def checked(path: Path, device: str, limits, nproc: int = 1):
@@ -265,7 +313,8 @@ def symptom(bug, report) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the catalogue as JSON.")
 def bugs(as_json: bool) -> None:
     """List the bugs you can practise on, and the reference scripts each applies to (not inside an interview task)."""
-    from katas.catalogue import DIFFICULTIES
+    from katas.bugs import BUGS
+    from katas.catalogue import DIFFICULTIES, difficulty_shown
     from katas.docs import bug_rows
 
     refuse_in_task("kata bugs")
@@ -281,12 +330,14 @@ def bugs(as_json: bool) -> None:
     for column in ("id", "title", "difficulty", "probes", "applies to"):
         table.add_column(column)
     for row in rows:
-        table.add_row(row["id"], row["title"], row["difficulty"], ", ".join(row["probes"]), ", ".join(row["references"]))
+        table.add_row(row["id"], row["title"], difficulty_shown(BUGS[row["id"]]), ", ".join(row["probes"]),
+                      ", ".join(row["references"]))
     console = make_console()
     console.print(table)
     console.print()
     for level, meaning in DIFFICULTIES.items():
         console.print(f"[bold]{level}[/]: {meaning}.", highlight=False)
+    console.print("Difficulties are measured on the references (`kata new` measures each kata's own).", highlight=False)
     console.print("\nPractise one with [bold]kata new --bug ID[/], or let chance pick with [bold]kata new[/].")
 
 

@@ -5,7 +5,7 @@ import difflib
 import hashlib
 
 from katas import __version__
-from katas.catalogue import run_command
+from katas.catalogue import difficulty, run_command
 from katas.engine.inject import ENGINE_VERSION
 from katas.interview.score import rubric
 from katas.interview.symptoms import Observed
@@ -90,7 +90,7 @@ Task seed {task.seed}, reference `{task.reference}`, difficulty {task.difficulty
 """]
     for n, p in enumerate(task.planted, 1):
         questions = "\n".join(f"- {q}" for q in p.bug.follow_up)
-        parts.append(f"""## Bug {n}: {p.bug.title} (`{p.bug.id}`, {p.bug.difficulty})
+        parts.append(f"""## Bug {n}: {p.bug.title} (`{p.bug.id}`, {difficulty(p.bug, task.reference)})
 
 **Where:** {where(task, p)} of `{SCRIPT}` (site `{p.site}`).
 

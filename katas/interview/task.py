@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass, field
 
 from katas.bugs import BUGS
-from katas.catalogue import DIFFICULTIES, Bug
+from katas.catalogue import DIFFICULTIES, Bug, difficulty
 from katas.engine.context import Context
 from katas.engine.inject import sites
 from katas.interview.disguise import disguise
@@ -87,25 +87,26 @@ class Task:
     planted: list[Planted] = field(default_factory=list)
 
 
-def eligible(bug: Bug, difficulty: str | None) -> bool:
-    return difficulty is None or LEVELS.index(bug.difficulty) <= LEVELS.index(difficulty)
+def eligible(bug: Bug, reference: str, level: str | None) -> bool:
+    """Whether ``bug`` is no harder than ``level`` on ``reference`` (as measured there, else the catalogue's)."""
+    return level is None or LEVELS.index(difficulty(bug, reference)) <= LEVELS.index(level)
 
 
-def generate(reference: str, source: str, n_bugs: int, seed: int, difficulty: str | None = None,
+def generate(reference: str, source: str, n_bugs: int, seed: int, level: str | None = None,
              exclude: frozenset[str] = frozenset()) -> Task:
-    """A task of ``n_bugs`` bugs planted into ``source`` disguised, drawn by ``seed``; never one of ``exclude``
-    (bugs whose symptom an earlier draw's run did not show)."""
+    """A task of ``n_bugs`` bugs planted into ``source`` disguised, drawn by ``seed``, none harder than ``level`` as
+    measured on ``reference``; never one of ``exclude`` (bugs whose symptom an earlier draw's run did not show)."""
     rng = random.Random(f"interview:{seed}")
     description = rng.choice(DESCRIPTIONS.get(reference, ("A PyTorch training script.",)))
     clean = disguise(source, seed, description)
-    task = Task(reference, seed, difficulty, description, clean, clean)
+    task = Task(reference, seed, level, description, clean, clean)
     ctx = Context.of(clean)
     # A bug that makes the script raise would hide every other bug until fixed: tasks plant silent bugs only.
-    candidates = [b for b in BUGS.values() if eligible(b, difficulty) and reference not in b.raises
+    candidates = [b for b in BUGS.values() if eligible(b, reference, level) and reference not in b.raises
                   and b.id not in exclude and sites(b, ctx)]
     rng.shuffle(candidates)
-    if difficulty is not None:  # the requested level first, then each level below it in turn
-        candidates.sort(key=lambda b: LEVELS.index(difficulty) - LEVELS.index(b.difficulty))
+    if level is not None:  # the requested level first, then each level below it in turn
+        candidates.sort(key=lambda b: LEVELS.index(level) - LEVELS.index(difficulty(b, reference)))
     for bug in candidates:
         if len(task.planted) == n_bugs:
             break
@@ -115,7 +116,7 @@ def generate(reference: str, source: str, n_bugs: int, seed: int, difficulty: st
             ctx = Context.of(task.script)
     if len(task.planted) < n_bugs:
         raise TaskError(f"only {len(task.planted)} compatible bugs apply to {reference}"
-                        + (f" at difficulty {difficulty}" if difficulty else ""))
+                        + (f" at difficulty {level}" if level else ""))
     return task
 
 
