@@ -24,7 +24,7 @@ from typing import Iterator
 
 import click
 
-from katas.commands.common import KataError
+from katas.errors import KataError
 from katas.workspace import META_DIR, default_workspace, find_workspace, is_examples, start_workspace, write_text_atomically
 
 VERSION = 1

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-from katas.commands.common import KataError
+from katas.errors import KataError
 
 META_DIR = ".kata"
 DEFAULT_DIR = Path("practice")  # the workspace `kata new` and `kata init` start when there is none

@@ -5,6 +5,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from checker.facts import RunFacts
 from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS
 from checker.probes import rank_params, rank_shards, rank_streams, rank_writes, reported_metric
 from katas.cli import main
+from katas.commands.watch import READY
 
 FAULTY = '''\
 import os, subprocess, sys, time
@@ -335,7 +337,7 @@ def test_a_ddp_kata_is_checked_as_two_ranks_without_being_told(tmp_path):
     result = CliRunner().invoke(main, ["check", "--json", str(tmp_path / "01.py")])
     report = json.loads(result.output)
     assert (result.exit_code, report["nproc"], report["kata"]["injected_bug"]) == (1, 2, "still present")
-    flagged = {p["symptom"] for p in report["probes"] if p["status"] == FAIL}
+    flagged = {p["check"] for p in report["probes"] if p["status"] == FAIL}
     assert flagged == {"batch-order", "rank-samples"}, report["probes"]  # symptoms only: no probe ids, no causes
 
 
@@ -362,6 +364,8 @@ def test_watch_rechecks_a_ddp_kata_as_two_ranks(tmp_path):
                                      "--dir", str(tmp_path / "broken")]).exit_code == 0
     watch = subprocess.Popen([sys.executable, "-m", "katas", "watch", "01"], cwd=tmp_path, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**child_env(), "NO_COLOR": "1"})
+    stop = threading.Timer(240, watch.kill)  # a watch that never reports ends, and the wait below fails
+    stop.start()
     lines: list[str] = []
 
     def until(words: str) -> None:
@@ -370,12 +374,13 @@ def test_watch_rechecks_a_ddp_kata_as_two_ranks(tmp_path):
             lines.append(line)
 
     try:
-        until("watching for changes")
+        until(READY)
         assert any("2 ranks" in line for line in lines) and any("still present" in line for line in lines)
         (tmp_path / "broken" / "01.py").write_text((ROOT / "reference" / "ddp.py").read_text())
-        until("watching for changes")
+        until(READY)
         assert any("injected bug: fixed" in line for line in lines), "".join(lines[-20:])
     finally:
+        stop.cancel()
         watch.send_signal(signal.SIGINT)
         watch.communicate(timeout=30)
 

@@ -27,7 +27,8 @@ SAMPLES = ROOT / "tests" / "engine_samples"
 
 
 def kata(*args: str):
-    return CliRunner().invoke(main, list(args))
+    """The command as a user runs it, its errors on one line (tests/test_widths.py checks how they wrap)."""
+    return CliRunner().invoke(main, list(args), env={"COLUMNS": "400"})
 
 
 def comments(source: str) -> list[str]:

@@ -9,20 +9,10 @@ from pathlib import Path
 
 import click
 
-from checker.exits import EXIT_USAGE
-from katas.terminal import columns, wrap
+from katas.errors import KataError
 
 REFERENCE_DIR = Path(__file__).resolve().parent.parent / "references"  # package data; `reference/` in the repository
 DEFAULT_REFERENCE = "classifier"  # the canonical loop; every bug but log0 applies to it
-
-class KataError(click.ClickException):
-    """A clear error for bad input, wrapped at word boundaries to the width of standard error; exit code 2,
-    like click's own usage errors."""
-
-    exit_code = EXIT_USAGE
-
-    def format_message(self) -> str:
-        return wrap(self.message, columns(sys.stderr), lead=len("Error: "))
 
 EXIT_CODES = """\b
 Exit codes:
