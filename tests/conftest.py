@@ -23,8 +23,10 @@ FIXTURES = ROOT / "tests" / "fixtures"
 REFERENCES = ROOT / "reference"
 
 
-# Checks side by side: the cores, shared among pytest-xdist's workers when it runs the modules in parallel.
-WORKERS = max(1, (os.cpu_count() or 2) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+# Checks side by side: the cores, shared among pytest-xdist's workers when it runs the modules in parallel, and at
+# least two per module: a check spends part of its time starting processes and waiting on pipes, where another's
+# work fits, and a module that runs alone at the end of the suite still keeps both cores busy.
+WORKERS = max(2, (os.cpu_count() or 2) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 _servers: queue.Queue = queue.Queue()
 
 
