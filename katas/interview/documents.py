@@ -128,6 +128,7 @@ def key_json(task: Task, minutes: int, health: str) -> dict:
         "minutes": minutes,
         "script_sha256": hashlib.sha256(task.script.encode()).hexdigest(),
         "health": health,
-        "bugs": [{"id": p.bug.id, "title": p.bug.title, "difficulty": p.bug.difficulty, "site": p.site, "where": where(task, p)}
+        "bugs": [{"id": p.bug.id, "title": p.bug.title, "difficulty": difficulty(p.bug, task.reference), "site": p.site,
+                  "where": where(task, p)}
                  for p in task.planted],
     }

@@ -195,7 +195,7 @@ def grade(submission: Submission, key_dir: Path, key: dict, report) -> Grade:
     result = Grade(submission, key, report, timing(script, key, key_dir), diagnosed=marker.diagnoses(script.parent))
     statuses = report.statuses()
     injected = {probe for b in key["bugs"] for probe in BUGS[b["id"]].probes}
-    result.bugs = [{"id": b["id"], "title": b["title"], "difficulty": BUGS[b["id"]].difficulty,
+    result.bugs = [{"id": b["id"], "title": b["title"], "difficulty": b["difficulty"],  # as measured on the task's reference
                     "status": BUGS[b["id"]].status(statuses) if report.verdict.ran else BugStatus.NOT_CHECKED}
                    for b in key["bugs"]]
     result.new_symptoms = [{"probe": f.probe, "message": f.message} for f in report.findings
