@@ -66,7 +66,7 @@ def observe(path: Path, device: str, limits, warm=None, nproc: int = 1, expect=N
 
         return unusable(str(path), device, str(exc), exc.detail, exc.exit_code)
     # The judges and the report's renderer load while the script runs, not before it starts.
-    loading = threading.Thread(target=_import, args=("checker.verdict", "katas.render"), daemon=True)
+    loading = threading.Thread(target=preload, args=("checker.verdict", "katas.render"), daemon=True)
     loading.start()
     result = run(path, device, limits, warm=warm, nproc=nproc)
     loading.join()
@@ -75,7 +75,7 @@ def observe(path: Path, device: str, limits, warm=None, nproc: int = 1, expect=N
     return judge(result, str(path), device, limits, expect)
 
 
-def _import(*modules: str) -> None:
+def preload(*modules: str) -> None:
     for module in modules:
         importlib.import_module(module)
 

@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 
 import click
 
-from katas.commands.common import KataError, _import, limits_of, ranks_for, run_options
+from katas.commands.common import KataError, limits_of, preload, ranks_for, run_options
 from katas.commands.learner import DIR_OPTION, KATA_ARGUMENT, kata_path
 
 READY = "watching: save to re-check (Ctrl-C to stop)"
@@ -110,7 +110,7 @@ def watch(kata: str, poll: bool, folder: Path | None, device: str, timeout: floa
 def watch_and_check(path: Path, again: str, poll: bool, device: str, limits, ranks: int, server) -> None:
     """Check now, cold, and after every save, forked from ``server`` (once it serves), until Ctrl-C."""
     # what judges and shows a run loads while the first one runs
-    threading.Thread(target=_import, args=("checker.verdict", "katas.commands.check"), daemon=True).start()
+    threading.Thread(target=preload, args=("checker.verdict", "katas.commands.check"), daemon=True).start()
     from checker.preflight import Unusable, preflight
     from checker.runner import run
     from katas.render import make_console, show
