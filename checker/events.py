@@ -87,6 +87,11 @@ class Pass:
     order: Order | None = None  # the indices its sampler yielded; None: none drawn (an IterableDataset has no sampler)
     ref: Any = None  # a weak reference to the DataLoader
     exhausted: bool = False  # its iterator ran out (False: the script left it before its end, or is still in it)
+    reached: bool = False  # a backward pass reached the output of a forward run on one of its batches
+    nulls: int = 0  # backward passes in it that were due no update (see ``UpdateLedger.null_backwards``)
+    active: bool = False  # a forward on one of its batches ran with gradients and dropout or batch norm in training mode
+    nonfinite: Any = None  # a loss computed during it was NaN or infinite (a bool tensor, on the loss's device: read at
+    # the end, so that noting it never waits for the device)
 
 
 @dataclass

@@ -11,9 +11,10 @@ from dataclasses import asdict, dataclass, field
 @dataclass
 class PassFacts:
     loader: int
-    role: str  # "train": the loader's batches fed forwards a backward pass reached; "eval" otherwise
+    role: str  # "train": a training loader's pass that trained (:meth:`checker.timeline.Timeline.role`); "eval" otherwise
     batches: int  # batches a forward ran on
     updates: int
+    nulls: int = 0  # backward passes that were due no update: they gave parameters trained by hand only zeros
 
 
 @dataclass
@@ -23,6 +24,7 @@ class RunFacts:
     manual_updates: int = 0
     scaler_skips: int = 0  # GradScaler steps skipped for non-finite gradients (they count as updates due)
     backwards: int = 0
+    null_backwards: int = 0  # backward passes due no update (only zero gradients, for parameters trained by hand)
     backwards_before_first_update: int | None = None
     losses: list[float | None] = field(default_factory=list)  # per backward; None: NaN or infinite
     loss_forwards: list[int] = field(default_factory=list)  # per loss: the forwards since the loss before it that a
@@ -61,13 +63,15 @@ class RunFacts:
         """(training batches that ended without the update they were due, training batches).
 
         With DataLoaders a batch is what a training loader yielded; without them, a backward pass. A
-        last, unfinished accumulation of k batches is allowed.
+        last, unfinished accumulation of k batches is allowed; a backward pass that gave only zero gradients to
+        parameters trained by hand was due nothing.
         """
         k = self.accumulation
         passes = self.training_passes
         if passes:
-            return sum(max(0, p.batches // k - p.updates) * k for p in passes), sum(p.batches for p in passes)
-        due = self.backwards // k
+            return (sum(max(0, (p.batches - p.nulls) // k - p.updates) * k for p in passes),
+                    sum(p.batches for p in passes))
+        due = (self.backwards - self.null_backwards) // k
         return max(0, due - 1 - self.updates - self.scaler_skips) * k, self.backwards
 
 

@@ -29,6 +29,9 @@ class UpdateLedger(Timeline):
     optimizers: list[torch.optim.Optimizer] = field(default_factory=list)
     params: ParamWatch = field(default_factory=ParamWatch)
     reevaluations: int = 0  # backward passes of a closure step after its first (one update's re-evaluations)
+    null_backwards: int = 0  # backward passes that gave parameters trained by hand only negligible gradients (below
+    # their values' float resolution), and no update followed: nothing was due (such an update at a learning rate up to
+    # 1 changes no value, so none can be seen)
     _step: Update | None = None
     _unsettled: int = 0  # the first forward not yet credited to an update
     _backwards_since_update: int = 0
@@ -44,6 +47,10 @@ class UpdateLedger(Timeline):
     _scaled: dict[int, float] = field(default_factory=dict)  # id of a GradScaler-scaled loss -> its scale
     _last_update_pass: int | None = None  # the DataLoader pass the latest update happened in
     _closure_calls: int = -1  # calls of the running step's closure (-1: no closure step running)
+    _hand_grads: Any = None  # this backward's gradients to parameters no optimizer holds: above their values' float
+    # resolution anywhere? (a bool tensor on their device, read only when no update followed; None: none arrived)
+    _held_grads: bool = False  # this backward gave gradient to a parameter an optimizer holds
+    _backward_pass: int | None = None  # the DataLoader pass this backward ran in
 
     total_norm = staticmethod(total_norm)
 
@@ -78,7 +85,9 @@ class UpdateLedger(Timeline):
             return
         self._settle_backward()
         self._check_manual_update()
+        self._settle_null_backward()
         self.backwards += 1
+        self._backward_pass = self.current.index if self.current is not None else None
         self._backwards_since_update += 1
         self.beat()
         if loss.numel() == 1 and loss.is_floating_point() and tensors.plain(loss):  # losses as JSON-safe floats; None
@@ -99,6 +108,10 @@ class UpdateLedger(Timeline):
         owner = self._owners.get(id(p))
         if owner is not None:
             self._touched.add(owner)
+            self._held_grads = True
+        elif not self._held_grads:
+            visible = visible_step(p, grad)
+            self._hand_grads = visible if self._hand_grads is None else self._hand_grads | visible
         self.emit(Event.GRAD, p, grad)
 
     @safe
@@ -211,10 +224,21 @@ class UpdateLedger(Timeline):
         self._coupled = self._coupled or len(self._touched) >= 2
         self._touched.clear()
 
+    def _settle_null_backward(self) -> None:
+        """The previous backward pass, with no update after it: were its gradients for parameters trained by hand
+        all negligible?"""
+        hand, self._hand_grads = self._hand_grads, None
+        held, self._held_grads = self._held_grads, False
+        if self._backwards_since_update and not held and hand is not None and not bool(hand):
+            self.null_backwards += 1
+            if self._backward_pass is not None:
+                self.passes[self._backward_pass].nulls += 1
+
     def finish(self) -> None:
         """The script ended: account for a manual update made after the last backward."""
         self._settle_backward()
         self._check_manual_update()
+        self._settle_null_backward()
 
     def reached_per_loss(self) -> list[int]:
         """Per loss, the top-level forwards since the loss before it whose output a backward pass reached: how many
@@ -250,3 +274,14 @@ class UpdateLedger(Timeline):
                 return False
             seen |= ids
         return len(used) >= 2
+
+
+def visible_step(p: torch.Tensor, grad: torch.Tensor) -> Any:
+    """Whether a step of ``grad`` (at a learning rate up to 1) would change a value of ``p``: a gradient above the float
+    resolution of the value it moves, or not finite, anywhere (a bool tensor, not read here: reading it would wait for
+    the device)."""
+    if not (tensors.plain(grad) and tensors.plain(p) and grad.is_floating_point() and grad.shape == p.shape
+            and grad.layout == torch.strided):
+        return True
+    with torch.no_grad():
+        return ~(grad.abs() <= p.detach().abs() * torch.finfo(p.dtype).eps).all()  # NaN is visible too

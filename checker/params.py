@@ -4,9 +4,12 @@ Every parameter that runs with ``requires_grad`` (or that an optimizer holds)
 gets one hook that reports each gradient contribution before it is added to
 ``.grad``. A parameter no optimizer holds but that receives gradient may be
 trained by hand (``p.data.add_(p.grad, alpha=-lr)``, ``p -= lr * p.grad`` under
-``no_grad``): a fingerprint of its values (its norm), taken when its first
-gradient arrives and compared at every backward pass, shows when such an update
-happened. ``.data`` edits bypass autograd's version counters, so values are compared, not versions.
+``no_grad``): a fingerprint of its values (its norm, and its sum accumulated in
+float64), taken when its first gradient arrives and compared at every backward
+pass, shows when such an update happened. The norm alone misses an update too
+small to move a float32 norm (a well-fit batch's gradient of 1e-9 times the
+learning rate); the float64 sum of float32 values is exact and sees it.
+``.data`` edits bypass autograd's version counters, so values are compared, not versions.
 """
 from __future__ import annotations
 
@@ -47,7 +50,7 @@ class ParamWatch:
 
     def __init__(self) -> None:
         self._managed: set[int] = set()  # held by an optimizer
-        self._fingerprints: dict[int, float] = {}  # not held, received gradient: id -> norm last seen
+        self._fingerprints: dict[int, Fingerprint] = {}  # not held, received gradient: id -> values last seen
         self._refs: dict[int, weakref.ref] = {}  # hooked parameters
         self._by_hand: set[int] = set()
 
@@ -107,25 +110,32 @@ class ParamWatch:
         return [p for pid in self._by_hand if (p := self._refs[pid]()) is not None]
 
 
-def fingerprint(param: torch.Tensor) -> float:
+Fingerprint = tuple[float, float]  # (norm, sum in float64)
+
+
+def fingerprint(param: torch.Tensor) -> Fingerprint:
     return fingerprints([param])[0]
 
 
-def fingerprints(params: list[torch.Tensor]) -> list[float]:
-    """Each tensor's norm (one fused call for the plain floating-point ones); NaN where the values cannot be read
-    (a meta tensor), so that it never looks changed."""
+def fingerprints(params: list[torch.Tensor]) -> list[Fingerprint]:
+    """Each tensor's norm (one fused call for the plain floating-point ones) and, for those, the sum of its values
+    in float64; NaN where the values cannot be read (a meta tensor), so that it never looks changed."""
     if not params:
         return []
     with torch.no_grad():
         fused = [i for i, p in enumerate(params) if p.dtype in (torch.float32, torch.float64) and tensors_.plain(p)]
-        found = [math.nan] * len(params)
-        for i, n in zip(fused, torch._foreach_norm([params[i].detach() for i in fused]) if fused else []):
-            found[i] = float(n)
+        found = [(math.nan, math.nan)] * len(params)
+        if fused:
+            plain = [params[i].detach() for i in fused]
+            norms = torch._foreach_norm(plain)
+            sums = torch.stack([t.sum(dtype=torch.float64).to(norms[0].device) for t in plain])
+            for i, n, total in zip(fused, torch.stack(norms).tolist(), sums.tolist()):
+                found[i] = (n, total)
         for i in set(range(len(params))).difference(fused):
             n = tensors_.norm(params[i])
-            found[i] = float(n) if n is not None else math.nan
+            found[i] = (float(n) if n is not None else math.nan, math.nan)
     return found
 
 
-def same(a: float, b: float) -> bool:
-    return a == b or (math.isnan(a) and math.isnan(b))
+def same(a: Fingerprint, b: Fingerprint) -> bool:
+    return all(x == y or (math.isnan(x) and math.isnan(y)) for x, y in zip(a, b))

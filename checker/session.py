@@ -11,7 +11,7 @@ from checker.facts import PassFacts, RunFacts
 from checker.ledger import UpdateLedger
 from checker.params import total_norm
 from checker.patches import Patches
-from checker.timeline import EVAL, TRAIN
+from checker.timeline import EVAL
 
 
 @dataclass
@@ -26,15 +26,15 @@ class Session(UpdateLedger):
         self.patches = Patches(self.errors)
 
     def summary(self, tampered: list[str]) -> RunFacts:
-        train = self.training_loaders()
         params = self.trained_params()
         phases = [self.phase(f) for f in self.forwards]
         return RunFacts(
-            passes=[PassFacts(p.loader, TRAIN if p.loader in train else EVAL, p.batches, p.updates) for p in self.passes],
+            passes=[PassFacts(p.loader, self.role(p.index), p.batches, p.updates, p.nulls) for p in self.passes],
             updates=self.updates,
             manual_updates=self.manual_updates,
             scaler_skips=self.scaler_skips,
             backwards=self.backwards,
+            null_backwards=self.null_backwards,
             backwards_before_first_update=self.backwards_before_first_update,
             losses=self.losses,
             loss_forwards=self.reached_per_loss(),

@@ -9,7 +9,8 @@ run without gradients, or whose output no backward ever reached, is evaluation,
 unless its output fed a training forward (a GAN's generated batch, a frozen
 feature extractor's features) or it ran, with gradients, on a batch of a training
 loader (a forward whose loss was skipped): then neither phase can be told. A DataLoader is a training loader when its batches
-fed forwards that a backward pass reached, or updates happened while it was being consumed.
+fed forwards that a backward pass reached, or updates happened while it was being consumed; one pass over it that made
+no update can still be an evaluation on the training data (see :meth:`Timeline.role`).
 """
 from __future__ import annotations
 
@@ -89,10 +90,18 @@ class Timeline(EventBus):
         return self._train_loaders
 
     def role(self, pass_index: int | None) -> str | None:
-        """"train", "eval", or None for work done outside any DataLoader pass."""
+        """"train", "eval", or None for work done outside any DataLoader pass. A pass over a training loader that
+        made no update and that no backward pass reached is an evaluation on the training data (a final
+        ``accuracy(train_loader)``), unless it computed a non-finite loss or ran its model with gradients and in
+        training mode: then its batches were skipped (``if not isfinite(loss): continue``), not evaluated."""
         if pass_index is None:
             return None
-        return TRAIN if self.passes[pass_index].loader in self.training_loaders() else EVAL
+        observed = self.passes[pass_index]
+        if observed.loader not in self.training_loaders():
+            return EVAL
+        if observed.updates or observed.reached or observed.active or not observed.batches:
+            return TRAIN
+        return TRAIN if observed.nonfinite is not None and bool(observed.nonfinite) else EVAL
 
     def phase(self, forward: Forward) -> str | None:
         """"train", "eval", or None when the run does not tell (see the module docstring)."""
@@ -155,6 +164,8 @@ class Timeline(EventBus):
                 held[1].fed.append(forward.index)
         if type(module).__name__ == "OptimizedModule":  # hooks inside compiled code are not run: read the flags
             forward.modes |= compiled_modes(module)
+            if "active" in forward.modes and forward.grad and self.current is not None:
+                self.current.active = True
         self.forwards.append(forward)
         self._models.setdefault(forward.module, forward.ref)
         self.forward = self.last_forward = forward
@@ -165,7 +176,9 @@ class Timeline(EventBus):
             if not forward.reached:
                 forward.reached = True
                 if forward.pass_index is not None:
-                    self._train_loaders.add(self.passes[forward.pass_index].loader)
+                    observed = self.passes[forward.pass_index]
+                    observed.reached = True
+                    self._train_loaders.add(observed.loader)
 
         for t in tensors_in(output):
             if t.requires_grad and t.grad_fn is not None:
@@ -184,12 +197,20 @@ class Timeline(EventBus):
     def mode(self, kind: str, training: bool) -> None:
         if not observable():
             return
-        if self.forward is not None:
-            self.forward.modes.add("active" if training else "inactive")
+        forward = self.forward
+        if forward is not None:
+            forward.modes.add("active" if training else "inactive")
+            if training and forward.grad and forward.pass_index is not None:
+                self.passes[forward.pass_index].active = True
         self.emit(Event.MODE, kind, training)
 
     @safe
     def loss(self, call: LossCall) -> None:
+        out, current = call.output, self.current
+        if (current is not None and isinstance(out, torch.Tensor) and out.numel() == 1 and out.is_floating_point()
+                and tensors.plain(out)):
+            bad = ~torch.isfinite(out.detach()).reshape(())
+            current.nonfinite = bad if current.nonfinite is None else current.nonfinite | bad
         self.emit(Event.LOSS, call)
 
 

@@ -4,12 +4,12 @@ What is observed. Each parameter (an ``nn.Parameter`` that requires grad) that r
 inside a top-level module call (the model, a GAN's generator ...) is noted with that
 *top* module, and whether it is *registered* there: among ``top.parameters()`` as
 read while that forward runs. A parameter is *graded* once a backward pass gives it
-a gradient that is not all zeros; its values are fingerprinted then (their norm, in
-float32) with the run's update count. It is *judged* once an update (an optimizer
+a gradient that is not all zeros; its values are fingerprinted then (their norm, and
+their sum in float64: :mod:`checker.params`) with the run's update count. It is *judged* once an update (an optimizer
 step or a manual one) followed that first gradient and it was compared afterwards,
 and *unchanged* when its fingerprint was bit-identical at every comparison. The
 threshold is exact on purpose: any update that applies a gradient (an AdamW or SGD
-step, weight decay, ``p -= lr * p.grad``) moves the norm; only a learning rate of
+step, weight decay, ``p -= lr * p.grad``) moves the fingerprint; only a learning rate of
 0, or no update at all, leaves it bit-identical.
 
 Rule: a graded, judged, unchanged parameter is an *orphan*, and the probe fails, when
@@ -229,7 +229,7 @@ class Observer:
         alive = [(pid, p) for pid, ref in list(self.watched.items()) if (p := ref()) is not None]
         if not alive:
             return
-        from checker.params import fingerprints
+        from checker.params import fingerprints, same
 
         norms = fingerprints([p for _, p in alive])
         now = self.session.updates
@@ -306,10 +306,6 @@ def find_path(top, target) -> str | None:
             children += [(f"{name}.{k}", item) for k, item in items if isinstance(item, torch.nn.Module)]
         stack += [(child, f"{path}{name}.") for name, child in reversed(children)]
     return None
-
-
-def same(a: float, b: float) -> bool:
-    return a == b or (a != a and b != b)
 
 
 def _shown(names: list[str]) -> str:

@@ -1,7 +1,7 @@
 """weights-update: the gradients that backward passes compute are applied to the weights.
 
 Rule: a parameter is *graded* once a backward pass delivers a gradient to it; its
-values (a fingerprint: the norm) are noted at that first gradient. It is *applied*
+values (a fingerprint: the norm and the float64 sum) are noted at that first gradient. It is *applied*
 once an update that holds it (an optimizer step, or a manual update, see
 :mod:`checker.params`) left it with values other than those, or, for a change the
 session cannot attribute to an update (a hand-written update of parameters an
