@@ -33,27 +33,32 @@ SLOWER = 5.0  # a run takes visibly longer at this many times the correct script
 SLOWER_BY = 30.0  # ... and at least this many seconds more
 ERROR_CHARS = 160  # of an error shown
 
-# A printed number: after a space, a colon, an equals sign or an opening bracket (not a digit of a name: acc1, top5).
-NUMBER = re.compile(r"(?:(?<=[\s:=(\[,|])|^)(?P<value>[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf))"
+# A printed number: after a space, a colon, an equals sign, a slash or an opening bracket (not a digit of a name: acc1,
+# top5).
+NUMBER = re.compile(r"(?:(?<=[\s:=(\[,|/])|^)(?P<value>[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf))"
                     r"(?![\w.])(?P<percent>\s*%)?", re.IGNORECASE)
 WORD = re.compile(r"[a-z]+")
 LABEL = re.compile(r"(?:[A-Za-z][\w@/.\- ]*?)?(?=[\s:=(\[,|]*$)")  # the words right before a number (acc@1, val_loss)
 ACCURACY_WORDS = {"acc", "accuracy", "accu"}
 LOSS_WORDS = {"loss", "nll", "ppl", "perplexity"}
+VALUE_WORDS = {"reward", "rewards", "return", "returns"}  # a figure of merit that is neither (an agent's reward)
 PHASES = {"train", "training", "val", "valid", "validation", "test", "eval", "dev"}  # alone: that phase's loss
+RATIO = re.compile(r"\s*/\s*")  # between the two numbers of ``9800/10000``
+COUNTED = re.compile(r"\s+[A-Za-z]")  # after a whole number that counts something: ``10000 test images``
+BARE = re.compile(r"[\s,;|()\[\]\t]*")  # what separates the numbers of a line of numbers alone (``print(epoch, loss)``)
 
 
 class Kind(str, Enum):
     LOSS = "loss"
     ACCURACY = "accuracy"
+    VALUE = "value"  # a reward, or a number printed without a label: compared as a loss is, never called one
 
 
 class Shows(str, Enum):
-    """What differs visibly from the correct script's run."""
+    """What differs visibly from the correct script's run, in what the script itself shows."""
 
     ERROR = "error"  # it stops (an exception, a crash, a timeout)
-    PRINTED = "printed"  # a printed loss or accuracy: clearly other figures, NaN or inf
-    LOSS = "loss"  # it prints none, but the loss its training computes is clearly another
+    PRINTED = "printed"  # a printed loss, accuracy or reward: clearly other figures, NaN or inf
     SLOWER = "slower"
 
 
@@ -91,24 +96,55 @@ class Printed:
 
 
 def printed(output: str) -> tuple[Printed, ...]:
-    """The loss and accuracy figures in a script's output, each by its label, in the order first printed.
+    """The loss, accuracy and reward figures in a script's output, each by its label, in the order first printed.
 
     A number's label is the text between it and the number before it on its line (``epoch 0  train 1.13  acc
     0.96``: train, acc). A label with an accuracy word is an accuracy; one with a loss word, or only a phase's
-    name (train, val, test), a loss; anything else (epoch, lr, step) is not a figure read here.
+    name (train, val, test), a loss; one with a reward word, a value; anything else (epoch, lr, step) is not a
+    figure read here. ``Accuracy: 9800/10000`` is the ratio 0.98; a whole number followed by words is a count
+    inside a longer label (``Accuracy of the network on the 10000 test images: 54 %``: the accuracy is 54 %).
+    On a line of numbers alone (``print(epoch, loss)``), each column with a decimal point is a value of its own.
     """
     found: dict[str, tuple[str, Kind, list[float], bool]] = {}
+
+    def add(label: str, kind: Kind, value: float, percent: bool) -> None:
+        entry = found.setdefault(key_of(label), (label, kind, [], percent))
+        entry[2].append(value)
+
     for line in output.splitlines():
-        end = 0
-        for match in NUMBER.finditer(line):
-            label = LABEL.search(line, end, match.start())[0]
-            end = match.end()
-            kind = kind_of(WORD.findall(label.lower()))
-            if kind is None:
+        matches = list(NUMBER.finditer(line))
+        if len(matches) >= 2 and all(BARE.fullmatch(line, a.end() if a else 0, b.start())
+                                     for a, b in zip([None, *matches], matches)) and BARE.fullmatch(line[matches[-1].end():]):
+            for column, match in enumerate(matches, 1):
+                if not whole(match["value"]):
+                    add(f"column {column}", Kind.VALUE, float(match["value"]), bool(match["percent"]))
+            continue
+        labels = [LABEL.search(line, a.end() if a else 0, b.start())[0] for a, b in zip([None, *matches], matches)]
+        skip = set()
+        for i, match in enumerate(matches):
+            if i in skip:
                 continue
-            entry = found.setdefault(key_of(label), (label, kind, [], bool(match["percent"])))
-            entry[2].append(float(match["value"]))
+            label, value = labels[i], float(match["value"])
+            kind = kind_of(WORD.findall(label.lower()))
+            following = matches[i + 1] if i + 1 < len(matches) else None
+            if following is not None and RATIO.fullmatch(line, match.end(), following.start()):
+                skip.add(i + 1)  # N/M: a ratio (9800/10000), or a position (epoch [1/5], batch 20/300)
+                if kind is not Kind.ACCURACY or not float(following["value"]):
+                    continue
+                value = value / float(following["value"])
+            elif (kind is not None and following is not None and whole(match["value"]) and not match["percent"]
+                  and COUNTED.match(line, match.end())
+                  and kind_of(WORD.findall(labels[i + 1].lower())) is None):
+                labels[i + 1] = f"{label} {match['value']} {labels[i + 1].strip(' :=')}".strip()  # a count: read on
+                continue
+            if kind is not None:
+                add(label, kind, value, bool(match["percent"]))
     return tuple(Printed(label, kind, tuple(values[-KEPT:]), percent) for label, kind, values, percent in found.values())
+
+
+def whole(literal: str) -> bool:
+    """A number printed without a decimal point or an exponent: a count, an epoch, a step."""
+    return literal.lstrip("+-").isdigit()
 
 
 def key_of(label: str) -> str:
@@ -121,6 +157,8 @@ def kind_of(words: list[str]) -> Kind | None:
         return Kind.ACCURACY
     if any(loss in word for word in words for loss in LOSS_WORDS) or (words and set(words) <= PHASES):
         return Kind.LOSS
+    if VALUE_WORDS & set(words):
+        return Kind.VALUE
     return None
 
 
@@ -208,18 +246,39 @@ class Observation:
                 "figures": self.figures}
 
 
-def describe(kata: Measured, correct: Measured, level: str) -> Observation:
+def describe(kata: Measured, correct: Measured, level: str, again: Measured | None = None) -> Observation:
     """The observation of a kata whose run is ``kata``, against the ``correct`` script's run; ``level``: the
-    catalogue's difficulty, kept where the output looks normal (but never easy there)."""
+    catalogue's difficulty, kept where the output looks normal (but never easy there). ``again``: a second run of
+    the correct script, where it may not repeat itself (a learner's own script): printed figures that vary as much
+    between two clean runs are no visible difference."""
     figures = {"kata": _stable(kata), "correct": _stable(correct)}
-    lines, shows = visible(kata, correct)
+    varying = varies(correct, again) if again is not None else []
+    if again is not None:
+        figures["again"] = _stable(again)
+    lines, shows = visible(kata, correct, {p.key for p in varying})
     if shows:
-        return Observation(tuple(lines), LEVELS[0], tuple(shows), figures)
-    lines = looks_normal(kata, correct)
+        return Observation(tuple(lines + noise(varying, again)), LEVELS[0], tuple(shows), figures)
+    lines = looks_normal(kata, correct) + noise(varying, again)
     before = {title for title, _ in correct.symptoms}  # what your own script showed before the bug was planted
     shown = [f"- {title}: {seen}" for title, seen in kata.symptoms if title not in before]
+    if not common(kata, correct) and kata.losses and correct.losses and loss_differs(kata.losses[1], correct.losses[1]):
+        shown.insert(0, f"- the loss its training computes (it prints none): from {_shown(kata.losses)}, where the "
+                        f"correct script's goes from {_shown(correct.losses)}")
     lines += ["What a measurement shows:", *shown] if shown else ["No measurement of `kata check` flags it either."]
     return Observation(tuple(lines), LEVELS[max(1, LEVELS.index(level))], (), figures)
+
+
+def varies(correct: Measured, again: Measured) -> list[Printed]:
+    """The correct script's printed figures that differ visibly between two of its runs."""
+    return [p for p in correct.printed if (other := again.figure(p.key)) is not None and differs(other, p)]
+
+
+def noise(varying: list[Printed], again: Measured | None) -> list[str]:
+    """Says which printed figures vary from run to run without the bug, with both runs' values."""
+    if not varying or again is None:
+        return []
+    said = "; ".join(f'"{p.label}" {p.shown()}, then {again.figure(p.key).shown()}' for p in varying)
+    return [f"Without the bug, two runs of the script print different figures ({said}): those are not compared."]
 
 
 def typical(prose: str, level: str) -> Observation:
@@ -227,8 +286,9 @@ def typical(prose: str, level: str) -> Observation:
     return Observation((f"Typically (not measured on this script): {prose}",), level)
 
 
-def visible(kata: Measured, correct: Measured) -> tuple[list[str], list[Shows]]:
-    """What differs in the kata's own output from the correct script's, sentence by sentence."""
+def visible(kata: Measured, correct: Measured, varying: set[str] = frozenset()) -> tuple[list[str], list[Shows]]:
+    """What differs in the kata's own output from the correct script's, sentence by sentence; the figures named in
+    ``varying`` (by key) vary as much between clean runs and are not compared."""
     lines: list[str] = []
     shows: list[Shows] = []
     if not kata.ran:
@@ -238,15 +298,11 @@ def visible(kata: Measured, correct: Measured) -> tuple[list[str], list[Shows]]:
         return lines, shows
     for figure in kata.printed:
         reference = correct.figure(figure.key)
-        if reference is not None and differs(figure, reference):
+        if reference is not None and figure.key not in varying and differs(figure, reference):
             lines.append(f'Its printed "{figure.label}" goes {figure.shown()}, where the correct script\'s goes '
                          f"{reference.shown()}.")
             if Shows.PRINTED not in shows:
                 shows.append(Shows.PRINTED)
-    if not common(kata, correct) and kata.losses and correct.losses and loss_differs(kata.losses[1], correct.losses[1]):
-        lines.append(f"It prints no loss, but the loss its training computes goes from {_shown(kata.losses)}, where "
-                     f"the correct script's goes from {_shown(correct.losses)}.")
-        shows.append(Shows.LOSS)
     if kata.seconds > SLOWER * correct.seconds and kata.seconds > correct.seconds + SLOWER_BY:
         lines.append(f"It takes more than {SLOWER:g} times as long to run as the correct script.")
         shows.append(Shows.SLOWER)
@@ -267,7 +323,9 @@ def looks_normal(kata: Measured, correct: Measured) -> list[str]:
     figures = common(kata, correct)
     if figures:
         said = "; ".join(f'"{p.label}" {p.shown()}' for p in figures)
-        return [f"Its printed figures look like a healthy run, close to the correct script's: {said}."]
+        like = "look like a healthy run, close to the correct script's" if not correct.symptoms else \
+            "look like the correct script's"  # which is no healthy run itself
+        return [f"Its printed figures {like}: {said}."]
     if kata.losses and correct.losses:
         return [f"It prints no loss; the loss its training computes goes from {_shown(kata.losses)}, "
                 f"close to the correct script's ({_shown(correct.losses)})."]
@@ -282,15 +340,21 @@ def common(kata: Measured, correct: Measured) -> list[Printed]:
 def differs(kata: Printed, correct: Printed) -> bool:
     """Whether a printed figure is clearly another than the correct script's: NaN or inf where it has none, a
     last value (where training ended) twice or half as large for a loss, 0.1 away for an accuracy, or an accuracy
-    that an accuracy cannot be."""
+    that an accuracy cannot be where the correct script's can. Figures that read the same as printed never differ."""
+    if kata.shown() == correct.shown():
+        return False
     if not kata.finite:
         return correct.finite
-    if kata.kind is Kind.LOSS:
+    if kata.kind is not Kind.ACCURACY:
         return loss_differs(kata.values[-1], correct.values[-1])
     # As fractions: printed in percent (with its sign, or without it: the correct script's values above 1).
     scale = 100 if kata.percent or correct.percent or max(abs(v) for v in correct.values) > 1.5 else 1
+
+    def impossible(figure: Printed) -> bool:
+        return any(not 0 <= v / scale <= 1 for v in figure.values)
+
     return abs(kata.values[-1] - correct.values[-1]) / scale > ACCURACY_GAP or \
-        any(not 0 <= v / scale <= 1 for v in kata.values)
+        (impossible(kata) and not impossible(correct))
 
 
 def loss_differs(kata: float, correct: float) -> bool:
@@ -317,7 +381,7 @@ def _stable(measured: Measured) -> dict:
 
 
 # -- the correct script's run, cached by content ------------------------------------------------------------------
-CACHE_FORMAT = 1  # raised whenever Measured changes
+CACHE_FORMAT = 2  # raised whenever Measured (or what it reads from a run) changes
 
 
 def cache_folder() -> Path:

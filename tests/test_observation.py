@@ -103,6 +103,56 @@ def test_no_observation_names_its_bugs_cause(made):
         assert not named, (bug.id, named, text)
 
 
+def figures(text: str) -> list[tuple]:
+    return [(p.label, p.kind, p.values, p.percent) for p in printed(text)]
+
+
+def test_an_accuracy_is_a_percentage_or_a_ratio_never_a_count():
+    assert figures("Test set: Average loss: 0.0011, Accuracy: 9800/10000 (98%)\n") == [
+        ("Average loss", Kind.LOSS, (0.0011,), False), ("Accuracy", Kind.ACCURACY, (0.98,), False)]
+    assert figures("Accuracy of the network on the 10000 test images: 54 %\n") == [
+        ("Accuracy of the network on the 10000 test images", Kind.ACCURACY, (54.0,), True)]
+    assert figures("Got 215 / 2048 with accuracy 10.50\nAcc: 11.719% (30/256)\n") == [
+        ("with accuracy", Kind.ACCURACY, (10.5,), False), ("Acc", Kind.ACCURACY, (11.719,), True)]
+    assert figures("Epoch [1/5], Step [100/600], Loss: 0.2000\nTrain Epoch: 1 [0/60000 (0%)]\tLoss: 2.305\n"
+                   "loss 0.25 at step 3\n") == [("Loss", Kind.LOSS, (0.2, 2.305, 0.25), False)]  # one figure: one key
+
+
+def test_bare_numbers_and_rewards_are_values_never_called_losses():
+    assert figures("0 0.6931\n1 0.5012\n2, 0.4\n") == [("column 2", Kind.VALUE, (0.6931, 0.5012, 0.4), False)]
+    assert figures("Episode 10\tLast reward: 9.00\tAverage reward: 10.06\n") == [
+        ("Last reward", Kind.VALUE, (9.0,), False), ("Average reward", Kind.VALUE, (10.06,), False)]
+    rewards = describe(run("Average reward: 10.06\nAverage reward: 30.5\n"),
+                       run("Average reward: 10.06\nAverage reward: 120.0\n"), "medium")
+    assert rewards.shows == (Shows.PRINTED,) and "loss" not in rewards.text.lower()
+
+
+def test_figures_that_read_the_same_are_no_difference_and_a_sick_correct_run_is_not_called_healthy():
+    same = describe(run("Accuracy: 400.00\n"), run("Accuracy: 400.00\n", symptoms=[("health", "chance")]), "hard")
+    assert same.shows == () and same.difficulty == "hard", same.text
+    assert "healthy" not in same.text and "look like the correct script's" in same.text
+    assert "healthy run" in describe(run("loss 0.3\n"), run("loss 0.3\n"), "hard").text
+
+
+def test_figures_that_vary_between_clean_runs_are_not_compared():
+    kata, correct, again = run("reward 12.0\nloss 0.9\n"), run("reward 40.0\nloss 0.3\n"), run("reward 95.0\nloss 0.3\n")
+    said = describe(kata, correct, "medium", again)
+    assert [line for line in said.lines if "reward" in line and "goes" in line] == [], said.text
+    assert said.shows == (Shows.PRINTED,) and 'printed "loss" goes 0.90' in said.text  # the loss repeats: compared
+    assert 'two runs of the script print different figures ("reward" 40.00, then 95.00)' in said.text
+    noisy = describe(run("reward 12.0\n"), run("reward 40.0\n"), "medium", again)
+    assert noisy.shows == () and noisy.difficulty == "medium"
+
+
+def test_a_planted_run_may_take_five_times_the_correct_scripts():
+    from katas.commands.new import planted_limits
+    from katas.commands.common import limits_of
+
+    assert planted_limits(limits_of(300, 30, None), 20.0).timeout == 100
+    assert planted_limits(limits_of(300, 30, None), 1.0).timeout == 30
+    assert planted_limits(limits_of(60, 30, None), 200.0).timeout == 60
+
+
 def test_printed_figures_are_read_by_their_labels():
     found = printed("epoch 0  train 1.1343  val 0.3935  acc 0.956  lr 9.66e-03\n"
                     "Epoch 1/10, Loss: 0.25, Acc@1: 95.5%\nstep 3 | val_loss nan | top5 0.99\nepoch 1  train 0.366\n")
@@ -123,8 +173,10 @@ def test_an_error_is_what_differs_and_a_script_that_prints_nothing_is_judged_by_
     assert crashed.difficulty == "easy" and crashed.shows == (Shows.ERROR,)
     assert crashed.lines == ("It does not run to its end, where the correct script does: the script raised "
                              "RuntimeError: mat1 and mat2 shapes cannot be multiplied.",)
-    silent = describe(run(losses=(1.4, 1.39)), run(), "medium")
-    assert silent.shows == (Shows.LOSS,) and "prints no loss" in silent.text and "1.40 to 1.39" in silent.text
+    silent = describe(run(losses=(1.4, 1.39)), run(), "medium")  # a loss it never prints is nothing the learner sees
+    assert silent.difficulty == "medium" and silent.shows == () and "1.40 to 1.39" in silent.text
+    assert silent.lines[-2:] == ("What a measurement shows:", "- the loss its training computes (it prints none): "
+                                 "from 1.40 to 1.39, where the correct script's goes from 1.30 to 0.25")
     quiet = describe(run(losses=(1.3, 0.27), symptoms=[("learning-rate curve", "...")]), run(), "easy")
     assert quiet.difficulty == "medium" and quiet.shows == () and "- learning-rate curve: ..." in quiet.lines
     assert "accuracy" not in quiet.text + silent.text

@@ -115,13 +115,13 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bo
     already: tuple[str, ...] = ()  # what your own script shows before any bug: it does not keep the kata unsolved
     limits = limits_of(timeout, idle, memory)
     if source_path and not no_verify:
-        start, baseline = settled(start, seed, device, limits, ranks)
+        start, baseline, again = settled(start, seed, device, limits, ranks)
         bug, mutation, planted = plant_verified([b for b, _ in order], start, baseline, seed, not bug_id, device,
-                                                limits, ranks)
+                                                planted_limits(limits, baseline.seconds), ranks)
         from checker.verdict import failing
 
         already = failing(baseline)
-        observation = describe(Measured.of(planted), Measured.of(baseline), bug.difficulty)
+        observation = describe(Measured.of(planted), Measured.of(baseline), bug.difficulty, Measured.of(again))
     else:
         mutation = inject(bug, start.ctx, seed, start.path.name)
         observation = typical(bug.observe, difficulty(bug, None if source_path else start.label)) if no_verify else \
@@ -196,22 +196,44 @@ def said(lines: tuple[str, ...]):
     return Group(*parts)
 
 
-def settled(start: Start, seed: int, device: str, limits, nproc: int = 1) -> tuple[Start, Report]:
-    """The script to plant into, and `kata check`'s report on it before any bug: the disguise, unless it
-    changed what the script does (then your script's own text, and `kata new` says so)."""
+def settled(start: Start, seed: int, device: str, limits, nproc: int = 1) -> tuple[Start, Report, Report]:
+    """The script to plant into, and `kata check`'s reports on two runs of it before any bug (side by side: a
+    learner's script may not repeat its own figures, and what varies between them is no symptom of a bug): the
+    disguise, unless it changed what the script does (then your script's own text, and `kata new` says so)."""
     name = start.path.name
-    click.echo(f"Checking {name} as it is ...", err=True)
-    report = checked(start.path, device, limits, nproc) if start.plain else \
-        checked_text(start.text, name, device, limits, nproc)
+    click.echo(f"Checking {name} as it is (twice: does it repeat itself?) ...", err=True)
+    report, again = twice(lambda: checked(start.path, device, limits, nproc) if start.plain else
+                          checked_text(start.text, name, device, limits, nproc))
     if not start.plain and report.verdict != "pass":
-        original = checked(start.path, device, limits, nproc)
+        original, original_again = twice(lambda: checked(start.path, device, limits, nproc))
         if original.verdict.ran and symptoms(original) != symptoms(report):
             click.echo(f"Kept {name}'s own text: disguising it changed what it does.", err=True)
-            return read_start(start.path, start.label, seed, plain=True), original
-        report = original
+            return read_start(start.path, start.label, seed, plain=True), original, original_again
+        report, again = original, original_again
     if not report.verdict.ran:
         raise KataError(f"kata check cannot run {name}: {report.problem}")
-    return start, report
+    return start, report, again
+
+
+def twice(check) -> tuple[Report, Report]:
+    """Two runs of ``check()``, side by side."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        second = pool.submit(check)
+        return check(), second.result()
+
+
+PLANTED_TIMES, PLANTED_FLOOR = 5.0, 30.0  # a planted run may take this many times the correct script's, and this long
+
+
+def planted_limits(limits, correct_seconds: float):
+    """How long a planted run may take: five times the correct script's (at least 30 s, at most --timeout). A bug
+    that keeps a script from ending (a loop that trains until the loss is small enough) then costs a site, not
+    the whole --timeout."""
+    from dataclasses import replace
+
+    return replace(limits, timeout=min(limits.timeout, max(PLANTED_FLOOR, PLANTED_TIMES * correct_seconds)))
 
 
 def symptoms(report: Report) -> tuple[str, set[str]]:
@@ -263,7 +285,8 @@ def observed(start: Start, planted: str, bug: Bug, device: str, limits, nproc: i
                err=True)
     with ThreadPoolExecutor(max_workers=1) as pool:
         running = pool.submit(checked_text, start.text, name, device, limits, nproc) if correct is None else None
-        kata = Measured.of(checked_text(planted, name, device, limits, nproc))
+        kata = Measured.of(checked_text(planted, name, device, limits if correct is None else
+                                        planted_limits(limits, correct.seconds), nproc))
         if running is not None:
             report = running.result()
             if not report.verdict.ran:
