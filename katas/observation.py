@@ -249,8 +249,8 @@ class Observation:
 def describe(kata: Measured, correct: Measured, level: str, again: Measured | None = None) -> Observation:
     """The observation of a kata whose run is ``kata``, against the ``correct`` script's run; ``level``: the
     catalogue's difficulty, kept where the output looks normal (but never easy there). ``again``: a second run of
-    the correct script, where it may not repeat itself (a learner's own script): printed figures that vary as much
-    between two clean runs are no visible difference."""
+    the correct script, taken where a learner's own script printed other figures with the bug (it may not repeat
+    itself): figures that vary as much between two clean runs are no visible difference."""
     figures = {"kata": _stable(kata), "correct": _stable(correct)}
     varying = varies(correct, again) if again is not None else []
     if again is not None:

@@ -81,7 +81,7 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bo
     from katas.bugs import BUGS, lookup
     from katas.catalogue import UnknownBug, difficulty
     from katas.engine.inject import ENGINE_VERSION, inject
-    from katas.observation import Measured, describe, typical
+    from katas.observation import Measured, Shows, describe, typical
     from katas.workspace import (
         KataInfo,
         create_numbered,
@@ -115,13 +115,18 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bo
     already: tuple[str, ...] = ()  # what your own script shows before any bug: it does not keep the kata unsolved
     limits = limits_of(timeout, idle, memory)
     if source_path and not no_verify:
-        start, baseline, again = settled(start, seed, device, limits, ranks)
+        start, baseline = settled(start, seed, device, limits, ranks)
         bug, mutation, planted = plant_verified([b for b, _ in order], start, baseline, seed, not bug_id, device,
                                                 planted_limits(limits, baseline.seconds), ranks)
         from checker.verdict import failing
 
         already = failing(baseline)
-        observation = describe(Measured.of(planted), Measured.of(baseline), bug.difficulty, Measured.of(again))
+        observation = describe(Measured.of(planted), Measured.of(baseline), bug.difficulty)
+        if Shows.PRINTED in observation.shows:  # a difference in printed figures: do they repeat without the bug?
+            click.echo(f"Checking that {start.path.name}'s printed figures repeat without the bug ...", err=True)
+            again = checked(start.path, device, limits, ranks) if start.plain else \
+                checked_text(start.text, start.path.name, device, limits, ranks)
+            observation = describe(Measured.of(planted), Measured.of(baseline), bug.difficulty, Measured.of(again))
     else:
         mutation = inject(bug, start.ctx, seed, start.path.name)
         observation = typical(bug.observe, difficulty(bug, None if source_path else start.label)) if no_verify else \
@@ -196,32 +201,22 @@ def said(lines: tuple[str, ...]):
     return Group(*parts)
 
 
-def settled(start: Start, seed: int, device: str, limits, nproc: int = 1) -> tuple[Start, Report, Report]:
-    """The script to plant into, and `kata check`'s reports on two runs of it before any bug (side by side: a
-    learner's script may not repeat its own figures, and what varies between them is no symptom of a bug): the
-    disguise, unless it changed what the script does (then your script's own text, and `kata new` says so)."""
+def settled(start: Start, seed: int, device: str, limits, nproc: int = 1) -> tuple[Start, Report]:
+    """The script to plant into, and `kata check`'s report on it before any bug: the disguise, unless it
+    changed what the script does (then your script's own text, and `kata new` says so)."""
     name = start.path.name
-    click.echo(f"Checking {name} as it is (twice: does it repeat itself?) ...", err=True)
-    report, again = twice(lambda: checked(start.path, device, limits, nproc) if start.plain else
-                          checked_text(start.text, name, device, limits, nproc))
+    click.echo(f"Checking {name} as it is ...", err=True)
+    report = checked(start.path, device, limits, nproc) if start.plain else \
+        checked_text(start.text, name, device, limits, nproc)
     if not start.plain and report.verdict != "pass":
-        original, original_again = twice(lambda: checked(start.path, device, limits, nproc))
+        original = checked(start.path, device, limits, nproc)
         if original.verdict.ran and symptoms(original) != symptoms(report):
             click.echo(f"Kept {name}'s own text: disguising it changed what it does.", err=True)
-            return read_start(start.path, start.label, seed, plain=True), original, original_again
-        report, again = original, original_again
+            return read_start(start.path, start.label, seed, plain=True), original
+        report = original
     if not report.verdict.ran:
         raise KataError(f"kata check cannot run {name}: {report.problem}")
-    return start, report, again
-
-
-def twice(check) -> tuple[Report, Report]:
-    """Two runs of ``check()``, side by side."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        second = pool.submit(check)
-        return check(), second.result()
+    return start, report
 
 
 PLANTED_TIMES, PLANTED_FLOOR = 5.0, 30.0  # a planted run may take this many times the correct script's, and this long
