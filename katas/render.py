@@ -169,8 +169,8 @@ def grounds(report: Report) -> list[Finding]:
 
 
 def found(report: Report, width: int) -> list[Table]:
-    """The symptoms in full (words, unpassed criteria, plots), then one line for each other piece of advice and
-    each check that could not tell."""
+    """The symptoms in full (words, unpassed criteria, plots), then one line for each other piece of advice, and
+    each check that could not tell with why."""
     level, full = report.disclosure, grounds(report)
     blocks = []
     if full:
@@ -188,8 +188,8 @@ def found(report: Report, width: int) -> list[Table]:
     brief = [f for f in report.findings if f.status in (ADVICE, CANNOT_TELL) and f not in full]
     if brief:
         grid = status_grid([f.status for f in brief])
-        for f in brief:
-            grid.add_row(status_text(f.status), headline(f, level))
+        for f in brief:  # advice in one line (-v says more); a check that could not tell says why
+            _stack(grid, f, level, False, "", words=f.status == CANNOT_TELL)
         blocks.append(grid)
     return blocks
 
