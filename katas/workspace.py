@@ -177,11 +177,12 @@ def create_numbered(folder: Path, text: str) -> Path:
         os.unlink(tmp)
 
 
-def replace_with_backup(target: Path, text: str) -> Path | None:
-    """Overwrite ``target`` (``--force``), keeping the previous version in ``.kata/backup/``."""
+def replace_with_backup(target: Path, text: str, keep_in: Path | None = None) -> Path | None:
+    """Overwrite ``target`` (``--force``), keeping the previous version in ``.kata/backup/`` beside it, or in
+    ``keep_in`` (a shipped example's: in the workspace, never in the examples' folder)."""
     backup = None
     if target.exists():
-        folder = target.parent / META_DIR / "backup"
+        folder = keep_in or target.parent / META_DIR / "backup"
         folder.mkdir(parents=True, exist_ok=True)
         n = len(list(folder.glob(f"{target.stem}.*.py"))) + 1
         backup = folder / f"{target.stem}.{n}.py"

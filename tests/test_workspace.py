@@ -230,3 +230,15 @@ def test_progress_on_an_example_is_kept_in_the_workspace_not_in_broken(clone):
     assert [(k["kata"], k["status"], k["hints"]) for k in listed if k["status"] != "to do"] == [("03", "failing", 1)]
     assert [k["kata"] for k in json.loads(kata("list", "--json").output)["katas"]] == ["01"]
     assert files(clone / "broken") == shipped
+
+
+def test_resetting_an_example_keeps_the_learners_version_in_the_workspace_not_in_broken(clone):
+    shipped = files(clone / "broken")
+    edited = clone / "broken" / "03.py"
+    edited.write_text(edited.read_text() + "# my attempt\n")
+    reset = kata("reset", "broken/03.py", "--yes")
+    assert reset.exit_code == 0, reset.output
+    backup = clone / "practice" / ".kata" / "backup" / "examples" / "03.1.py"
+    assert f"your version is in {backup.relative_to(clone)}" in plain(reset) or str(backup) in plain(reset)
+    assert backup.read_text().endswith("# my attempt\n")
+    assert files(clone / "broken") == shipped  # the example as shipped, and nothing written beside it

@@ -9,13 +9,15 @@ from pathlib import Path
 import click
 
 from katas.commands.common import KataError, reference_source
-from katas.state import PASSED, PENDING, Progress, load, updating
+from katas.state import PASSED, PENDING, Progress, home, load, updating
 from katas.terminal import columns, wrap
 from katas.workspace import (
+    META_DIR,
     KataInfo,
     default_workspace,
     find_examples,
     find_workspace,
+    is_examples,
     metadata_path,
     numbers,
     read_metadata,
@@ -331,7 +333,8 @@ def reset(kata: str, yes: bool, folder: Path | None) -> None:
         return
     if not yes and not click.confirm(f"Reset {path}? Your version is kept as a backup.", default=False):
         raise click.Abort()
-    backup = replace_with_backup(path, original)
+    workspace = home(path.parent, start=True)[0] if is_examples(path.parent) else None
+    backup = replace_with_backup(path, original, workspace / META_DIR / "backup" / "examples" if workspace else None)
     with updating(path.parent) as progress:
         progress.setdefault(path.stem, Progress()).status = PENDING
     click.echo(f"Reset {path}; your version is in {backup}.")
