@@ -45,7 +45,8 @@ VALUE_WORDS = {"reward", "rewards", "return", "returns"}  # a figure of merit th
 PHASES = {"train", "training", "val", "valid", "validation", "test", "eval", "dev"}  # alone: that phase's loss
 RATIO = re.compile(r"\s*/\s*")  # between the two numbers of ``9800/10000``
 COUNTED = re.compile(r"\s+[A-Za-z]")  # after a whole number that counts something: ``10000 test images``
-BARE = re.compile(r"[\s,;|()\[\]\t]*")  # what separates the numbers of a line of numbers alone (``print(epoch, loss)``)
+BARE = re.compile(r"[\s,;|]*")  # what separates the numbers of a line of numbers alone (``print(epoch, loss)``; a
+# printed tensor's or list's rows, in brackets, are no figures)
 
 
 class Kind(str, Enum):

@@ -120,6 +120,7 @@ def test_an_accuracy_is_a_percentage_or_a_ratio_never_a_count():
 
 def test_bare_numbers_and_rewards_are_values_never_called_losses():
     assert figures("0 0.6931\n1 0.5012\n2, 0.4\n") == [("column 2", Kind.VALUE, (0.6931, 0.5012, 0.4), False)]
+    assert figures("tensor([[0.9500, 0.0500],\n        [0.0174, 0.9826]])\n[0.5, 0.25]\n") == []  # rows of a tensor
     assert figures("Episode 10\tLast reward: 9.00\tAverage reward: 10.06\n") == [
         ("Last reward", Kind.VALUE, (9.0,), False), ("Average reward", Kind.VALUE, (10.06,), False)]
     rewards = describe(run("Average reward: 10.06\nAverage reward: 30.5\n"),
