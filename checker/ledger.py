@@ -30,8 +30,8 @@ class UpdateLedger(Timeline):
     params: ParamWatch = field(default_factory=ParamWatch)
     reevaluations: int = 0  # backward passes of a closure step after its first (one update's re-evaluations)
     null_backwards: int = 0  # backward passes that gave parameters trained by hand only negligible gradients (below
-    # their values' float resolution), and no update followed: nothing was due (such an update at a learning rate up to
-    # 1 changes no value, so none can be seen)
+    # their values' float resolution), or came after those went NaN, and no update was seen after them: nothing was
+    # due, or nothing could be seen (an update that changes no value, or leaves NaN weights NaN, looks like none)
     _step: Update | None = None
     _unsettled: int = 0  # the first forward not yet credited to an update
     _backwards_since_update: int = 0
@@ -229,7 +229,8 @@ class UpdateLedger(Timeline):
         all negligible?"""
         hand, self._hand_grads = self._hand_grads, None
         held, self._held_grads = self._held_grads, False
-        if self._backwards_since_update and not held and hand is not None and not bool(hand):
+        if self._backwards_since_update and not held and hand is not None and \
+                (not self.params.hand_weights_finite() or not bool(hand)):
             self.null_backwards += 1
             if self._backward_pass is not None:
                 self.passes[self._backward_pass].nulls += 1

@@ -53,6 +53,7 @@ class ParamWatch:
         self._fingerprints: dict[int, Fingerprint] = {}  # not held, received gradient: id -> values last seen
         self._refs: dict[int, weakref.ref] = {}  # hooked parameters
         self._by_hand: set[int] = set()
+        self._nonfinite = False  # a parameter trained by hand changed to NaN or infinite values
 
     def _known(self, param: torch.Tensor) -> bool:
         """Whether ``param`` itself is hooked; forgets a freed parameter that had its id."""
@@ -103,8 +104,14 @@ class ParamWatch:
             if not same(norm, self._fingerprints[pid]):
                 self._fingerprints[pid] = norm
                 self._by_hand.add(pid)
+                self._nonfinite = self._nonfinite or not math.isfinite(norm[0])
                 changed.append(p)
         return changed
+
+    def hand_weights_finite(self) -> bool:
+        """Whether the parameters trained by hand held finite values when last seen changing (an update of weights
+        that are already NaN leaves them NaN: it cannot be seen)."""
+        return not self._nonfinite
 
     def updated_by_hand(self) -> list[torch.Tensor]:
         return [p for pid in self._by_hand if (p := self._refs[pid]()) is not None]
