@@ -40,7 +40,7 @@ NUMBER = re.compile(r"(?:(?<=[\s:=(\[,|/])|^)(?P<value>[-+]?(?:\d+\.\d*|\.\d+|\d
 WORD = re.compile(r"[a-z]+")
 LABEL = re.compile(r"(?:[A-Za-z][\w@/.\- ]*?)?(?=[\s:=(\[,|]*$)")  # the words right before a number (acc@1, val_loss)
 ACCURACY_WORDS = {"acc", "accuracy", "accu"}
-LOSS_WORDS = {"loss", "nll", "ppl", "perplexity"}
+LOSS_WORDS = {"loss", "nll", "ppl", "perplexity", "cost"}
 VALUE_WORDS = {"reward", "rewards", "return", "returns"}  # a figure of merit that is neither (an agent's reward)
 PHASES = {"train", "training", "val", "valid", "validation", "test", "eval", "dev"}  # alone: that phase's loss
 RATIO = re.compile(r"\s*/\s*")  # between the two numbers of ``9800/10000``
@@ -108,8 +108,8 @@ def printed(output: str) -> tuple[Printed, ...]:
     """
     found: dict[str, tuple[str, Kind, list[float], bool]] = {}
 
-    def add(label: str, kind: Kind, value: float, percent: bool) -> None:
-        entry = found.setdefault(key_of(label), (label, kind, [], percent))
+    def add(label: str, kind: Kind, value: float, percent: bool, key: str | None = None) -> None:
+        entry = found.setdefault(key or key_of(label), (label, kind, [], percent))
         entry[2].append(value)
 
     for line in output.splitlines():
@@ -121,6 +121,7 @@ def printed(output: str) -> tuple[Printed, ...]:
                     add(f"column {column}", Kind.VALUE, float(match["value"]), bool(match["percent"]))
             continue
         labels = [LABEL.search(line, a.end() if a else 0, b.start())[0] for a, b in zip([None, *matches], matches)]
+        keys = [key_of(label) for label in labels]  # a label read on past a count keeps a key without it
         skip = set()
         for i, match in enumerate(matches):
             if i in skip:
@@ -137,9 +138,10 @@ def printed(output: str) -> tuple[Printed, ...]:
                   and COUNTED.match(line, match.end())
                   and kind_of(WORD.findall(labels[i + 1].lower())) is None):
                 labels[i + 1] = f"{label} {match['value']} {labels[i + 1].strip(' :=')}".strip()  # a count: read on
+                keys[i + 1] = f"{keys[i]} {keys[i + 1]}".strip()  # (``Cost at epoch 3 is 2.30``: one figure)
                 continue
             if kind is not None:
-                add(label, kind, value, bool(match["percent"]))
+                add(label, kind, value, bool(match["percent"]), keys[i])
     return tuple(Printed(label, kind, tuple(values[-KEPT:]), percent) for label, kind, values, percent in found.values())
 
 

@@ -116,6 +116,8 @@ def test_an_accuracy_is_a_percentage_or_a_ratio_never_a_count():
         ("with accuracy", Kind.ACCURACY, (10.5,), False), ("Acc", Kind.ACCURACY, (11.719,), True)]
     assert figures("Epoch [1/5], Step [100/600], Loss: 0.2000\nTrain Epoch: 1 [0/60000 (0%)]\tLoss: 2.305\n"
                    "loss 0.25 at step 3\n") == [("Loss", Kind.LOSS, (0.2, 2.305, 0.25), False)]  # one figure: one key
+    assert figures("Cost at epoch 1 is 2.3015\nCost at epoch 2 is 2.3044\n") == [
+        ("Cost at epoch 1 is", Kind.LOSS, (2.3015, 2.3044), False)]
 
 
 def test_bare_numbers_and_rewards_are_values_never_called_losses():
@@ -146,8 +148,8 @@ def test_figures_that_vary_between_clean_runs_are_not_compared():
 
 
 def test_a_planted_run_may_take_five_times_the_correct_scripts():
-    from katas.commands.new import planted_limits
     from katas.commands.common import limits_of
+    from katas.commands.new import planted_limits
 
     assert planted_limits(limits_of(300, 30, None), 20.0).timeout == 100
     assert planted_limits(limits_of(300, 30, None), 1.0).timeout == 30
