@@ -325,3 +325,42 @@ def test_from_writes_a_kata_whose_bug_the_check_sees(tmp_path):
     assert "(site 1 of 1)" in result.output and "Verified" in result.output
     assert read_metadata(tmp_path / "out" / "01.py").plain
     assert "grads-accumulate" in failed_probes(check(tmp_path / "out" / "01.py"))
+
+
+NOISY_REWARD = """from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+runs = Path(COUNTER)  # how many times this script ran: its printed reward is never the same twice
+run = int(runs.read_text()) + 1 if runs.exists() else 1
+runs.write_text(str(run))
+torch.manual_seed(0)
+x = torch.randn(256, 8)
+y = (x[:, 0] > 0).long()
+model = torch.nn.Linear(8, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+for epoch in range(3):
+    for i in range(0, 256, 32):
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x[i:i + 32]), y[i:i + 32])
+        loss.backward()
+        optimizer.step()
+    print(f"epoch {epoch} loss {loss.item():.3f} reward {10.0 ** run:.1f}")
+"""
+
+
+def test_figures_that_vary_between_two_clean_runs_of_your_script_are_not_called_a_difference(tmp_path):
+    """A learner's script prints a figure that is not the same from run to run (here: on purpose): once
+    the kata's printed figures differ, the script runs once more without the bug, and only figures that repeat are
+    compared; the one that does not is named with both clean runs' values."""
+    script = tmp_path / "noisy.py"
+    script.write_text(NOISY_REWARD.replace("COUNTER", repr(str(tmp_path / "runs"))))
+    made = kata("new", "--from", str(script), "--bug", "no-step", "--plain", "--dir", str(tmp_path / "k"))
+    assert made.exit_code == 0, made.output
+    assert "printed figures repeat without the bug" in made.stderr
+    said = " ".join(made.output.split("What you would observe", 1)[1].split("Find the cause", 1)[0].split())
+    assert "(difficulty: easy)" in made.output and 'Its printed "loss" goes' in said, said
+    assert 'Its printed "reward"' not in said and 'two runs of the script print different figures ("reward"' in said
+    observed = read_metadata(tmp_path / "k" / "01.py").observed
+    assert observed["shows"] == ["printed"] and "again" in observed["figures"]
