@@ -258,13 +258,22 @@ def plant_verified(bugs: list[Bug], start: Start, baseline, seed: int, at_random
             report = checked_text(mutation.source, name, device, limits, nproc)
             if shows(bug, report):
                 return bug, mutation, report
+        why = symptom(bug, report) if report.verdict.ran else unfinished(report, limits)
         if not at_random:
             plural = "s" if len(sites) > 1 else ""
             raise KataError(f"`{bug.id}` was planted at {len(sites)} site{plural} of {name} but kata check could not "
-                            f"see its symptom at any ({symptom(bug, report)}); try another bug, or --no-verify")
-        tried.append(bug.id)
-    raise KataError(f"none of the bugs that fit {name} ({', '.join(tried) or 'none left'}) showed its symptom under "
-                    "kata check; pick one with --bug to see why, or use --no-verify")
+                            f"see its symptom at any ({why}); try another bug, or --no-verify")
+        tried.append(f"{bug.id}: {why}")
+    raise KataError(f"none of the bugs that fit {name} showed its symptom under kata check ("
+                    f"{'; '.join(tried) or 'none left'}); pick one with --bug to see why, or use --no-verify")
+
+
+def unfinished(report: Report, limits) -> str:
+    """Why a planted run was not judged; a timeout says what the time limit was."""
+    if report.verdict != "timeout":
+        return report.problem
+    return (f"the planted script did not finish within {limits.timeout:.0f} s (it may take five times the correct "
+            f"script's time, at least {PLANTED_FLOOR:.0f} s, at most --timeout)")
 
 
 def observed(start: Start, planted: str, bug: Bug, device: str, limits, nproc: int = 1) -> Observation:
