@@ -284,5 +284,13 @@ def visible_step(p: torch.Tensor, grad: torch.Tensor) -> Any:
     if not (tensors.plain(grad) and tensors.plain(p) and grad.is_floating_point() and grad.shape == p.shape
             and grad.layout == torch.strided):
         return True
+    eps = torch.finfo(p.dtype).eps
     with torch.no_grad():
-        return ~(grad.abs() <= p.detach().abs() * torch.finfo(p.dtype).eps).all()  # NaN is visible too
+        weights = p.detach()
+        if grad.device.type == "cpu":  # most steps are settled by the extremes (reading them costs no device wait)
+            largest = float(grad.abs().amax()) if grad.numel() else 0.0
+            if not largest <= eps * float(weights.abs().amax()):  # above the largest weight's resolution, or NaN
+                return True
+            if largest == 0.0:
+                return False
+        return ~(grad.abs() <= weights.abs() * eps).all()  # NaN is visible too
