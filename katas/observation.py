@@ -44,6 +44,7 @@ LOSS_WORDS = {"loss", "nll", "ppl", "perplexity", "cost"}
 VALUE_WORDS = {"reward", "rewards", "return", "returns"}  # a figure of merit that is neither (an agent's reward)
 PHASES = {"train", "training", "val", "valid", "validation", "test", "eval", "dev"}  # alone: that phase's loss
 RATIO = re.compile(r"\s*/\s*")  # between the two numbers of ``9800/10000``
+ASIDE = re.compile(r"\s*\(\s*")  # between a ratio and the same in percent: ``9800/10000 (98%)``
 COUNTED = re.compile(r"\s+[A-Za-z]")  # after a whole number that counts something: ``10000 test images``
 BARE = re.compile(r"[\s,;|]*")  # what separates the numbers of a line of numbers alone (``print(epoch, loss)``; a
 # printed tensor's or list's rows, in brackets, are no figures)
@@ -71,10 +72,7 @@ class Printed:
     kind: Kind
     values: tuple[float, ...]
     percent: bool = False
-
-    @property
-    def key(self) -> str:
-        return key_of(self.label)
+    key: str = ""  # what matches it in another run's output (see :func:`key_of`)
 
     @property
     def finite(self) -> bool:
@@ -118,7 +116,8 @@ def printed(output: str) -> tuple[Printed, ...]:
                                      for a, b in zip([None, *matches], matches)) and BARE.fullmatch(line[matches[-1].end():]):
             for column, match in enumerate(matches, 1):
                 if not whole(match["value"]):
-                    add(f"column {column}", Kind.VALUE, float(match["value"]), bool(match["percent"]))
+                    add(f"{ordinal(column)} number of a line of bare numbers", Kind.VALUE, float(match["value"]),
+                        bool(match["percent"]), f"bare {column}")
             continue
         labels = [LABEL.search(line, a.end() if a else 0, b.start())[0] for a, b in zip([None, *matches], matches)]
         keys = [key_of(label) for label in labels]  # a label read on past a count keeps a key without it
@@ -134,6 +133,10 @@ def printed(output: str) -> tuple[Printed, ...]:
                 if kind is not Kind.ACCURACY or not float(following["value"]):
                     continue
                 value = value / float(following["value"])
+                aside = matches[i + 2] if i + 2 < len(matches) else None
+                if aside is not None and aside["percent"] and ASIDE.fullmatch(line, following.end(), aside.start()):
+                    skip.add(i + 2)  # the same accuracy in percent, in brackets: a figure of its own (9800/10000 (98%))
+                    add(f"{label} (%)", kind, float(aside["value"]), True, f"{keys[i]} percent")
             elif (kind is not None and following is not None and whole(match["value"]) and not match["percent"]
                   and COUNTED.match(line, match.end())
                   and kind_of(WORD.findall(labels[i + 1].lower())) is None):
@@ -142,7 +145,12 @@ def printed(output: str) -> tuple[Printed, ...]:
                 continue
             if kind is not None:
                 add(label, kind, value, bool(match["percent"]), keys[i])
-    return tuple(Printed(label, kind, tuple(values[-KEPT:]), percent) for label, kind, values, percent in found.values())
+    return tuple(Printed(label, kind, tuple(values[-KEPT:]), percent, key)
+                 for key, (label, kind, values, percent) in found.items())
+
+
+def ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 < 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
 def whole(literal: str) -> bool:
@@ -184,7 +192,8 @@ class Measured:
 
     def to_json(self) -> dict:
         return {"ran": self.ran, "problem": self.problem,
-                "printed": [{"label": p.label, "kind": p.kind.value, "values": list(p.values), "percent": p.percent}
+                "printed": [{"label": p.label, "kind": p.kind.value, "values": list(p.values), "percent": p.percent,
+                             "key": p.key}
                             for p in self.printed],
                 "losses": list(self.losses) if self.losses else None, "seconds": self.seconds,
                 "symptoms": [list(symptom) for symptom in self.symptoms]}
@@ -192,7 +201,7 @@ class Measured:
     @classmethod
     def from_json(cls, doc: dict) -> Measured:
         return cls(doc["ran"], doc["problem"], tuple(Printed(p["label"], Kind(p["kind"]), tuple(p["values"]),
-                                                              p["percent"]) for p in doc["printed"]),
+                                                              p["percent"], p["key"]) for p in doc["printed"]),
                    tuple(doc["losses"]) if doc["losses"] else None, doc["seconds"],
                    tuple((title, seen) for title, seen in doc["symptoms"]))
 
@@ -384,7 +393,7 @@ def _stable(measured: Measured) -> dict:
 
 
 # -- the correct script's run, cached by content ------------------------------------------------------------------
-CACHE_FORMAT = 2  # raised whenever Measured (or what it reads from a run) changes
+CACHE_FORMAT = 3  # raised whenever Measured (or what it reads from a run) changes
 
 
 def cache_folder() -> Path:

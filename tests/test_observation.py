@@ -109,7 +109,11 @@ def figures(text: str) -> list[tuple]:
 
 def test_an_accuracy_is_a_percentage_or_a_ratio_never_a_count():
     assert figures("Test set: Average loss: 0.0011, Accuracy: 9800/10000 (98%)\n") == [
-        ("Average loss", Kind.LOSS, (0.0011,), False), ("Accuracy", Kind.ACCURACY, (0.98,), False)]
+        ("Average loss", Kind.LOSS, (0.0011,), False), ("Accuracy (%)", Kind.ACCURACY, (98.0,), True),
+        ("Accuracy", Kind.ACCURACY, (0.98,), False)]
+    wrong = describe(run("Accuracy: 38/256 (3800%)\n"), run("Accuracy: 38/256 (15%)\n"), "hard")  # as printed
+    assert wrong.shows == (Shows.PRINTED,) and wrong.lines == (
+        'Its printed "Accuracy (%)" goes 3800.0%, where the correct script\'s goes 15.0%.',)
     assert figures("Accuracy of the network on the 10000 test images: 54 %\n") == [
         ("Accuracy of the network on the 10000 test images", Kind.ACCURACY, (54.0,), True)]
     assert figures("Got 215 / 2048 with accuracy 10.50\nAcc: 11.719% (30/256)\n") == [
@@ -121,7 +125,8 @@ def test_an_accuracy_is_a_percentage_or_a_ratio_never_a_count():
 
 
 def test_bare_numbers_and_rewards_are_values_never_called_losses():
-    assert figures("0 0.6931\n1 0.5012\n2, 0.4\n") == [("column 2", Kind.VALUE, (0.6931, 0.5012, 0.4), False)]
+    assert figures("0 0.6931\n1 0.5012\n2, 0.4\n") == [
+        ("2nd number of a line of bare numbers", Kind.VALUE, (0.6931, 0.5012, 0.4), False)]
     assert figures("tensor([[0.9500, 0.0500],\n        [0.0174, 0.9826]])\n[0.5, 0.25]\n") == []  # rows of a tensor
     assert figures("Episode 10\tLast reward: 9.00\tAverage reward: 10.06\n") == [
         ("Last reward", Kind.VALUE, (9.0,), False), ("Average reward", Kind.VALUE, (10.06,), False)]
