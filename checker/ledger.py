@@ -52,7 +52,30 @@ class UpdateLedger(Timeline):
     _held_grads: bool = False  # this backward gave gradient to a parameter an optimizer holds
     _backward_pass: int | None = None  # the DataLoader pass this backward ran in
 
+    _pre_norms: dict | None = None  # while UPDATE_PRE is being handled: gradient norms already computed, by parameters
+
     total_norm = staticmethod(total_norm)
+
+    def _update_pre(self, update: Update) -> None:
+        """Tell the observers an update is due; while they look, each gradient norm is computed once."""
+        self._pre_norms = {}
+        try:
+            self.emit(Event.UPDATE_PRE, update)
+        finally:
+            self._pre_norms = None
+
+    def grad_norm(self, params: list, norm_type: float = 2.0) -> float:
+        """The total norm of ``params``' gradients (as ``clip_grad_norm_`` computes it); computed once per update
+        for the observers of UPDATE_PRE, where several ask for the same (a clip over the parameters the optimizer
+        steps)."""
+        cache = self._pre_norms
+        key = (tuple(map(id, params)), norm_type)
+        if cache is not None and key in cache:
+            return cache[key]
+        norm = total_norm([p.grad for p in params if p.grad is not None], norm_type)
+        if cache is not None:
+            cache[key] = norm
+        return norm
 
     def steps(self) -> int:
         return self.updates
@@ -136,7 +159,7 @@ class UpdateLedger(Timeline):
         kwargs = kwargs or {}
         closure = kwargs.get("closure", args[1] if len(args) > 1 else None)  # args[0] is the optimizer
         if not callable(closure):
-            self.emit(Event.UPDATE_PRE, self._step)
+            self._update_pre(self._step)
             return None
         self._closure_calls = 0
         step = self._step
@@ -146,7 +169,7 @@ class UpdateLedger(Timeline):
                 self._closure_calls += 1
             result = closure(*a, **k)
             if self._step is step and self._closure_calls == 1:
-                self.emit(Event.UPDATE_PRE, step)
+                self._update_pre(step)
             return result
 
         functools.update_wrapper(observed_closure, closure)
@@ -160,7 +183,7 @@ class UpdateLedger(Timeline):
         if step is None or step.optimizer is not optimizer:
             return
         if self._closure_calls == 0:  # a closure step whose closure never ran: the update was due all the same
-            self.emit(Event.UPDATE_PRE, step)
+            self._update_pre(step)
         self._step, self._closure_calls = None, -1
         self._count_update(id(optimizer))
         self.emit(Event.UPDATE_POST, step)
@@ -188,7 +211,7 @@ class UpdateLedger(Timeline):
                 self._hand_models.add(key)
                 self._hand_trained |= {id(p) for p in params}
         update = Update(changed, None, self.current.index if self.current is not None else None)
-        self.emit(Event.UPDATE_PRE, update)
+        self._update_pre(update)
         self.manual_updates += 1
         self._count_update(None)
         self.emit(Event.UPDATE_POST, update)

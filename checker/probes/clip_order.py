@@ -99,7 +99,7 @@ class Observer:
         ratio, norm, max_norm = max(
             (norm / max_norm if max_norm else float("inf"), norm, max_norm)
             for params, max_norm, norm_type in sets
-            for norm in [self.session.total_norm([p.grad for p in params if p.grad is not None], norm_type)]
+            for norm in [self.session.grad_norm(params, norm_type)]
         )
         self.count(norm, max_norm)
 

@@ -63,8 +63,7 @@ class Observer:
         ids = {id(p) for p in update.params}
         if not any(id(p) in ids for p in params) or not expected == expected or expected == float("inf"):
             return
-        grads = [p.grad for p in params if p.grad is not None]
-        norm = self.session.total_norm(grads, norm_type) if grads else 0.0
+        norm = self.session.grad_norm(params, norm_type)
         if norm == 0.0:  # gradients reset between the clip and the step: weights-update's concern, not units
             return
         self.obs.steps += 1

@@ -40,7 +40,7 @@ class Observer:
         session.on(Event.UPDATE_POST, ID, self.on_update_post)
 
     def on_update_pre(self, update) -> None:
-        norm = self.session.total_norm([p.grad for p in update.params if p.grad is not None])
+        norm = self.session.grad_norm(update.params)
         self.obs.updates += 1
         self.obs.bad_grads += not math.isfinite(norm)
         self.obs.grad_norms.append(norm if math.isfinite(norm) else None)
