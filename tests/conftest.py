@@ -52,6 +52,14 @@ def ranks_of(path: Path) -> int:
         else 1
 
 
+def interruptible() -> None:
+    """``preexec_fn`` of a command a test interrupts with SIGINT, as Ctrl-C in a terminal would: a suite started in
+    the background of a non-interactive shell ignores SIGINT, and every process it starts inherits that."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def check(path: Path, device: str = "cpu", timeout: float = 120, expect=None) -> Report:
     """Check a script through a warm server, as `kata check` would (a distributed one as two forked ranks);
     ``expect``: a kata's expectation (checker.expectation), as `kata check` judges a kata."""

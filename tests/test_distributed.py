@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import ROOT, child_env
+from conftest import ROOT, child_env, interruptible
 
 from checker.facts import RunFacts
 from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS
@@ -363,7 +363,8 @@ def test_watch_rechecks_a_ddp_kata_as_two_ranks(tmp_path):
     assert CliRunner().invoke(main, ["new", "--ref", "ddp", "--bug", "ddp-save", "--seed", "2", "--no-verify",
                                      "--dir", str(tmp_path / "broken")]).exit_code == 0
     watch = subprocess.Popen([sys.executable, "-m", "katas", "watch", "01"], cwd=tmp_path, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**child_env(), "NO_COLOR": "1"})
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**child_env(), "NO_COLOR": "1"},
+                             preexec_fn=interruptible)
     stop = threading.Timer(240, watch.kill)  # a watch that never reports ends, and the wait below fails
     stop.start()
     lines: list[str] = []

@@ -12,7 +12,7 @@ import time
 
 import pytest
 from click.testing import CliRunner
-from conftest import REFERENCES
+from conftest import REFERENCES, interruptible
 from rich.console import Console
 
 from katas.bugs import BUGS
@@ -145,7 +145,8 @@ def test_completion_offers_kata_numbers_and_bug_ids(workspace):
 def test_watch_rechecks_on_every_save_and_stops_on_ctrl_c(workspace):
     script = workspace / "practice" / "02.py"
     watch = subprocess.Popen([sys.executable, "-m", "katas", "watch", "02"], cwd=workspace, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "NO_COLOR": "1"})
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "NO_COLOR": "1"},
+                             preexec_fn=interruptible)
     lines: list[str] = []
 
     def until(words: str) -> None:
@@ -193,7 +194,7 @@ def test_a_running_check_shows_its_progress_as_a_status_line_or_plain_lines(term
 
 def test_watch_can_poll(workspace):
     watch = subprocess.Popen([sys.executable, "-m", "katas", "watch", "01", "--poll"], cwd=workspace, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=interruptible)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and READY not in watch.stdout.readline():
         pass

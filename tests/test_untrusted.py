@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, WORKERS
+from conftest import ROOT, WORKERS, interruptible
 from documented_json import Invalid, validate
 from tracebacks import ERROR, FRAMES, copy_raises_deep, frames
 
@@ -178,7 +178,7 @@ def test_syntax_errors_show_file_line_and_caret(folder):
 
 def test_ctrl_c_stops_the_script_and_everything_it_started(folder):
     kata = subprocess.Popen([sys.executable, "-m", "katas", "check", str(folder / "sleeps.py")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not leftovers([str(folder / "sleeps.py")]):
         time.sleep(0.1)
