@@ -40,6 +40,7 @@ class RunFacts:
     rank: int | None = None  # this process's rank in a process group, if it joined one
     world: int = 1  # the process group's size
     stopped: dict | None = None  # {"pass", "epoch", "batches", "of"}: training's last pass, left before its end
+    prefix: int | None = None  # a prefix run (--steps, --epochs) stopped after this many updates: what is judged
 
     def to_json(self) -> dict:
         return asdict(self)

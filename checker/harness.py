@@ -46,11 +46,20 @@ def run_script(script: str, device: str) -> dict:
 
 
 def _run_script(script: str, device: str) -> dict:
+    from checker.plan import PrefixReached, current
+
+    plan = current()
     os.environ["KATA_DEVICE"] = device
-    sys.argv = [script]
-    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    sys.argv = [script, *plan.args]
     try:
-        _kept.append(runpy.run_path(script, run_name="__main__"))  # its objects stay alive for the summary
+        if plan.module:  # as `python -m MODULE` run from path0
+            sys.path[0] = plan.path0
+            _kept.append(runpy.run_module(plan.module, run_name="__main__", alter_sys=True))
+        else:
+            sys.path[0] = os.path.dirname(os.path.abspath(script))
+            _kept.append(runpy.run_path(script, run_name="__main__"))  # its objects stay alive for the summary
+    except PrefixReached:  # stopped where the plan said (--steps, --epochs): what ran is what is judged
+        return {"status": "prefix"}
     except SystemExit as exc:
         return exit_outcome(exc, os.path.dirname(os.path.abspath(script)))
     except BaseException as exc:  # noqa: BLE001 - the script's failure is the result
@@ -153,10 +162,11 @@ def observe(run: Callable[[], dict], device: str, channel_dir: str, key: str,
     ``spawns`` (:func:`checker.spawned.observe_spawned`), the processes the script starts are observed as ranks:
     it is called with the device, the channel, the key and the session's patches once the observers are in."""
     from checker.instrument import Instrumentation
+    from checker.plan import current
     from checker.probes import PROBES
     from checker.session import Session
 
-    session = Session(channel_dir, heartbeat=os.path.join(channel_dir, HEARTBEAT))
+    session = Session(channel_dir, heartbeat=os.path.join(channel_dir, HEARTBEAT), plan=current())
     observers = {}
     for probe in PROBES:
         try:
@@ -191,6 +201,8 @@ def observe(run: Callable[[], dict], device: str, channel_dir: str, key: str,
 
     session.patches.patch(os, "_exit", functools.wraps(real_exit)(_exit))
     outcome = run()
+    if session.prefix_stop is not None:
+        outcome["prefix"] = session.prefix_stop
     if outcome.get("exit_called"):
         outcome.update(training_state(session))
     return conclude(outcome)

@@ -510,6 +510,7 @@ class ObservedIterator:
         return self
 
     def __next__(self) -> Any:
+        self._session.stop_if_due("batch", self._pass)
         self._rng_probe.before_fetch()
         try:
             batch = next(self._inner)

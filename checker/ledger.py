@@ -153,6 +153,7 @@ class UpdateLedger(Timeline):
         not backward passes of their own. Returns the step's arguments with the closure observed, else None."""
         if self._step is not None:  # a nested step (an optimizer wrapping another) counts once
             return None
+        self.stop_if_due("step")
         self._check_manual_update()
         params = [p for group in optimizer.param_groups for p in group["params"]]
         self._step = Update(params, optimizer, self.current.index if self.current is not None else None)

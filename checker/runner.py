@@ -26,6 +26,7 @@ from checker import processes, record
 from checker.distributed import COLLECTIVE, FORKED, KEY, STOPPED, rank_dir
 from checker.harness import HEARTBEAT
 from checker.output import OutputReader
+from checker.plan import Plan
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 POLL = 0.05
@@ -77,19 +78,20 @@ def default_memory_mb() -> float | None:
     return min(8192.0, 0.75 * total)
 
 
-def child_env(token: str = "") -> dict[str, str]:
+def child_env(token: str = "", plan: Plan = Plan()) -> dict[str, str]:
     return dict(os.environ, PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
                 PYTHONPATH=os.pathsep.join(filter(None, [PACKAGE_ROOT, os.environ.get("PYTHONPATH")])),
-                **({processes.TOKEN_VARIABLE: token} if token else {}))
+                **({processes.TOKEN_VARIABLE: token} if token else {}), **plan.environment())
 
 
 class ColdChild:
     """A fresh ``python -m checker.checked`` process; the signing key goes in through its stdin."""
 
-    def __init__(self, script: str, device: str, channel: str, scratch: str, fifo: str, key: str, token: str):
+    def __init__(self, script: str, device: str, channel: str, scratch: str, fifo: str, key: str, token: str,
+                 plan: Plan = Plan()):
         with open(fifo, "wb") as out:
             self.proc = subprocess.Popen([sys.executable, "-m", "checker.checked", script, device, channel],
-                                         cwd=scratch, env=child_env(token), stdin=subprocess.PIPE, stdout=out,
+                                         cwd=scratch, env=child_env(token, plan), stdin=subprocess.PIPE, stdout=out,
                                          stderr=subprocess.STDOUT, start_new_session=True)
         self.proc.stdin.write((key + "\n").encode())
         self.proc.stdin.close()
@@ -111,14 +113,15 @@ class Launcher:
     """``python -m torch.distributed.run --standalone --nproc-per-node N -m checker.ranks ...``: PyTorch's own
     launcher, on the loopback, starting one observed process per rank; each rank's key waits in its channel."""
 
-    def __init__(self, script: str, device: str, channel: str, scratch: str, fifo: str, keys: list[str], token: str):
+    def __init__(self, script: str, device: str, channel: str, scratch: str, fifo: str, keys: list[str], token: str,
+                 plan: Plan = Plan()):
         for rank, key in enumerate(keys):
             with open(os.open(os.path.join(rank_dir(channel, rank), KEY), os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
                 f.write(key)
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={len(keys)}",
                    "--max-restarts=0", "--monitor-interval=0.1", "-m", "checker.ranks", script, device, channel]
         with open(fifo, "wb") as out:
-            self.proc = subprocess.Popen(command, cwd=scratch, env=child_env(token), stdin=subprocess.DEVNULL,
+            self.proc = subprocess.Popen(command, cwd=scratch, env=child_env(token, plan), stdin=subprocess.DEVNULL,
                                          stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         self.pid = self.proc.pid
 
@@ -127,7 +130,7 @@ class Launcher:
 
 
 def run(script: Path, device: str = "cpu", limits: Limits = Limits(), warm=None, nproc: int = 1,
-        progress: Callable[[int | None], None] | None = None) -> Run:
+        progress: Callable[[int | None], None] | None = None, plan: Plan = Plan()) -> Run:
     """Run ``script`` under observation; never writes to the script's folder.
 
     ``warm`` (a ``checker.warm.WarmServer``) forks the run from a process that already imported torch.
@@ -136,6 +139,7 @@ def run(script: Path, device: str = "cpu", limits: Limits = Limits(), warm=None,
     they leave are then ended by the warm server, unnamed).
     ``progress`` is called a few times a second while the script runs, with the training steps it has taken
     (its heartbeat's count; the most of any rank), or None before it reported any.
+    ``plan``: the script's own arguments, a module run, the prefix of training to judge (:mod:`checker.plan`).
     """
     channel = tempfile.mkdtemp(prefix="kata-channel-")
     scratch = tempfile.mkdtemp(prefix="kata-run-")
@@ -152,10 +156,10 @@ def run(script: Path, device: str = "cpu", limits: Limits = Limits(), warm=None,
     try:
         if dirs:
             launch = warm.start_ranks if warm is not None else Launcher
-            child = launch(str(script.resolve()), device, channel, scratch, fifo, keys, token)
+            child = launch(str(script.resolve()), device, channel, scratch, fifo, keys, token, plan)
         else:
             launch = warm.start if warm is not None else ColdChild
-            child = launch(str(script.resolve()), device, channel, scratch, fifo, keys[0], token)
+            child = launch(str(script.resolve()), device, channel, scratch, fifo, keys[0], token, plan)
         members = (lambda: processes.tagged(token)) if dirs and warm is None else None
         ended = watch(child, channel, reader, limits, started, dirs, members, progress)
         if dirs and ended == "exited" and warm is None:

@@ -26,6 +26,7 @@ from torch import nn
 from checker import tensors
 from checker.bus import EventBus, safe
 from checker.events import Event, Forward, LossCall, Pass
+from checker.plan import Plan, PrefixReached
 from checker.tensors import find_labels, observable, tensors_in
 
 TRAIN, EVAL = "train", "eval"
@@ -54,6 +55,8 @@ class Timeline(EventBus):
     _next_serial: int = 0
     _batch_used: bool = True
     _last_beat: float = 0.0
+    plan: Plan = field(default_factory=Plan)  # a prefix run stops where its plan says (``--steps``, ``--epochs``)
+    prefix_stop: dict | None = None  # where a prefix run was stopped: {"updates", "passes", "at"}
 
     def running(self, module: nn.Module) -> None:
         """A module is about to run (every call, every module): the update ledger watches its parameters."""
@@ -85,6 +88,37 @@ class Timeline(EventBus):
     def steps(self) -> int:
         """Training steps taken so far (the update ledger counts them)."""
         return 0
+
+    def stop_if_due(self, at: str, observed: Pass | None = None) -> None:
+        """Where a training step may begin (a training loader's next batch, a forward with gradients outside any
+        training loader, an optimizer step): a prefix run that took its steps (or passes) stops here, before the
+        step, by raising :class:`PrefixReached` into the script. Evaluation in between still runs."""
+        if not self.plan.prefix or self.prefix_stop is not None:
+            return
+        try:
+            due = self._prefix_due(at, observed)
+        except Exception:  # noqa: BLE001 - the checker's own failure never stops the script
+            due = False
+        if due:
+            self.prefix_stop = {"updates": self.steps(), "passes": self._training_passes(), "at": at}
+            raise PrefixReached
+
+    def _prefix_due(self, at: str, observed: Pass | None) -> bool:
+        plan = self.plan
+        if at == "batch":
+            if observed is None or observed.loader not in self._train_loaders:
+                return False
+            if plan.epochs is not None and observed.batches == 0:
+                done = sum(1 for p in self.passes[:observed.index] if p.loader == observed.loader and
+                           self.role(p.index) == TRAIN)
+                if done >= plan.epochs:
+                    return True
+        elif at == "forward" and (self._train_loaders or not torch.is_grad_enabled()):
+            return False  # a training loader's batches are where its steps begin; evaluation goes on
+        return plan.steps is not None and self.steps() >= plan.steps
+
+    def _training_passes(self) -> int:
+        return sum(1 for p in self.passes if p.loader in self._train_loaders and p.batches and self.role(p.index) == TRAIN)
 
     def training_loaders(self) -> set[int]:
         return self._train_loaders
@@ -134,6 +168,7 @@ class Timeline(EventBus):
         if _is_compiling() or _graph_task_id() != -1 or _transforming() is not None:  # observable(), inlined: this
             return  # runs for every module call
         if self._depth == 0 and not isinstance(module, nn.modules.loss._Loss):
+            self.stop_if_due("forward")
             self._start_forward(module, args)
         self._depth += 1
         self.running(module)

@@ -14,10 +14,11 @@ from checker.exits import EXIT_USAGE, Exit, Verdict
 from checker.expectation import BugStatus, Expectation
 from checker.facts import RunFacts
 from checker.findings import ADVICE, CANNOT_TELL, ERROR, FAIL, NOT_APPLICABLE, PASS, Finding
+from checker.plan import Plan
 from checker.probes import BY_ID, PROBES
 from checker.runner import Limits, RankRun, Run
 
-SCHEMA = "torch-katas/check/5"  # its fields: docs/json.md; bumped whenever they change
+SCHEMA = "torch-katas/check/6"  # its fields: docs/json.md; bumped whenever they change
 DIAGNOSIS, SYMPTOMS = "diagnosis", "symptoms"
 
 
@@ -38,6 +39,7 @@ class Report:
     nproc: int = 1  # ranks launched (1: a single process)
     notes: list[str] = field(default_factory=list)  # what happened beside the verdict (processes left running)
     stopped: dict | None = None  # where a break left training in the middle of a pass (see RunFacts.stopped)
+    prefix: dict | None = None  # a prefix run (--steps, --epochs): what was asked, whether it was reached, what ran
     kata: BugStatus | None = None  # judged against an Expectation (a kata's bug, a task's bugs): their status
 
     def __post_init__(self) -> None:
@@ -65,6 +67,7 @@ class Report:
             "nproc": self.nproc,
             "notes": self.notes,
             "stopped": self.stopped,
+            **({"prefix": self.prefix} if self.prefix is not None else {}),
             "disclosure": self.disclosure,
             "probes": [finding_json(f, self.disclosure) for f in self.findings],
             "output_tail": self.output,
@@ -99,17 +102,19 @@ def unusable(script: str, device: str, problem: str, detail: str, exit_code: int
     return Report(script, device, verdict, problem, detail, ran=False)
 
 
-def judge(run: Run, script: str, device: str, limits: Limits, expect: Expectation | None = None) -> Report:
+def judge(run: Run, script: str, device: str, limits: Limits, expect: Expectation | None = None,
+          plan: Plan = Plan()) -> Report:
     """The report on ``run``, its verdict decided here once. With ``expect`` (a kata's or a task's planted bugs),
-    a clean check passes only when those bugs are gone (see :mod:`checker.expectation`)."""
-    report = _judge(run, script, device, limits, expect)
+    a clean check passes only when those bugs are gone (see :mod:`checker.expectation`). ``plan``: how it was run
+    (a prefix run is judged on what ran until it was stopped)."""
+    report = _judge(run, script, device, limits, expect, plan)
     report.ran = report.verdict != Verdict.USAGE  # refused before the script started (--device cuda without CUDA)
     if expect is not None and report.kata is None:  # the run went wrong: what the bugs' probes say is not known
         report.kata = expect.status(report.statuses())
     return report
 
 
-def _judge(run: Run, script: str, device: str, limits: Limits, expect: Expectation | None) -> Report:
+def _judge(run: Run, script: str, device: str, limits: Limits, expect: Expectation | None, plan: Plan) -> Report:
     report = Report(script, device, Verdict.PASS, output=run.output, seconds=run.seconds, log_path=run.log_path,
                     output_truncated=run.output_truncated, nproc=max(1, len(run.ranks)))
     report.notes = [f"{'rank ' + str(rank) if rank is not None else 'the script'} left a process running "
@@ -136,15 +141,42 @@ def _judge(run: Run, script: str, device: str, limits: Limits, expect: Expectati
                if outcome.get("exit_called") else
                "no training was observed: the script never called backward() or updated a parameter")
         return _set(report, Verdict.SCRIPT_FAILED, why)
-    early = early_end(outcome, facts, run.record)
+    if outcome["status"] == "prefix":
+        facts.prefix = outcome["prefix"]["updates"]
+    if plan.prefix:
+        report.prefix = prefix_covered(plan, outcome, facts)
+        report.notes.append(prefix_note(report.prefix))
+    early = "" if outcome["status"] == "prefix" else early_end(outcome, facts, run.record)
     if early:
         return _set(report, Verdict.SCRIPT_FAILED, early)
-    if facts.stopped:
+    if facts.stopped and outcome["status"] != "prefix":
         report.stopped = facts.stopped
         report.notes.append(f"training stopped in the middle of a pass ({stopped_where(facts.stopped)}): a break out "
                             "of the training loop; what ran is what was judged")
     report.findings = [_judged(probe, run.record, facts) for probe in PROBES]
     return _conclude(report, expect)
+
+
+def prefix_covered(plan: Plan, outcome: dict, facts: RunFacts) -> dict:
+    """What a prefix run covered: what was asked, whether the run got that far (else it ended first), the updates
+    and the training passes seen."""
+    stop = outcome.get("prefix")
+    return {"asked": plan.describe(), "reached": stop is not None,
+            "updates": stop["updates"] if stop else facts.updates,
+            "passes": stop["passes"] if stop else len(facts.training_passes)}
+
+
+def prefix_note(prefix: dict) -> str:
+    passes = prefix["passes"]
+    covered = f"{prefix['updates']} updates" + (f" in {passes} training pass{'es' if passes != 1 else ''}"
+                                                if passes else "")
+    if prefix["reached"]:
+        return (f"judged the run's first {covered}: stopped there ({prefix['asked']}); checks whose evidence "
+                "comes later (another epoch, the end of a schedule, a resume) could not see it")
+    if "--epochs" in prefix["asked"] and not passes:
+        return (f"{prefix['asked']} counts passes over a training DataLoader, and this script trained from none: its "
+                f"whole run ({covered}) was judged; use --steps to stop it earlier")
+    return f"the script ended by itself before {prefix['asked']}: its whole run ({covered}) was judged"
 
 
 def exit_name(outcome: dict) -> str:

@@ -28,6 +28,7 @@ import time
 
 from checker import checked, harness, ranks
 from checker.distributed import launcher_environment, rank_dir
+from checker.plan import Plan
 from checker.processes import children
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -56,15 +57,15 @@ class WarmServer:
         return True
 
     def start(self, script: str, device: str, channel: str, scratch: str, fifo: str, key: str,
-              token: str) -> "WarmChild":
+              token: str, plan: Plan = Plan()) -> "WarmChild":
         return self._request({"script": script, "device": device, "channel": channel, "scratch": scratch,
-                              "fifo": fifo, "key": key})
+                              "fifo": fifo, "key": key, "env": plan.environment()})
 
     def start_ranks(self, script: str, device: str, channel: str, scratch: str, fifo: str, keys: list[str],
-                    token: str) -> "WarmChild":
+                    token: str, plan: Plan = Plan()) -> "WarmChild":
         """A distributed run: one forked rank per key, led by the returned child."""
         return self._request({"script": script, "device": device, "channel": channel, "scratch": scratch,
-                              "fifo": fifo, "keys": keys})
+                              "fifo": fifo, "keys": keys, "env": plan.environment()})
 
     def _request(self, request: dict) -> "WarmChild":
         self.proc.stdin.write((json.dumps(request) + "\n").encode())
@@ -97,6 +98,7 @@ class WarmChild:
 def isolate(request: dict) -> None:
     """In a forked child: its own process group, the scratch folder, output to the run's log."""
     os.setsid()
+    os.environ.update(request.get("env", {}))
     os.chdir(request["scratch"])
     output = os.open(request["fifo"], os.O_WRONLY)
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from checker.plan import Plan
 from checker.probes import ADVISORY  # noqa: F401 - the probes that advise, never fail
 from checker.runner import Limits, child_env, run
 from checker.verdict import Report, judge
@@ -60,12 +61,14 @@ def interruptible() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def check(path: Path, device: str = "cpu", timeout: float = 120, expect=None) -> Report:
+def check(path: Path, device: str = "cpu", timeout: float = 120, expect=None, plan: Plan = Plan()) -> Report:
     """Check a script through a warm server, as `kata check` would (a distributed one as two forked ranks);
-    ``expect``: a kata's expectation (checker.expectation), as `kata check` judges a kata."""
+    ``expect``: a kata's expectation (checker.expectation), as `kata check` judges a kata; ``plan``: its arguments,
+    a prefix to judge (checker.plan)."""
     with warm_server() as server:
         limits = Limits(timeout=timeout)
-        return judge(run(path, device, limits, warm=server, nproc=ranks_of(path)), str(path), device, limits, expect)
+        return judge(run(path, device, limits, warm=server, nproc=ranks_of(path), plan=plan), str(path), device, limits,
+                     expect, plan)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -75,11 +78,11 @@ def in_process_checks_run_warm():
     command as a subprocess, and test_warm compares warm and cold verdicts."""
     import checker.runner
 
-    def warm_run(script, device="cpu", limits=Limits(), warm=None, nproc=1, progress=None):
+    def warm_run(script, device="cpu", limits=Limits(), warm=None, nproc=1, progress=None, plan=Plan()):
         if warm is not None:
-            return run(script, device, limits, warm=warm, nproc=nproc, progress=progress)
+            return run(script, device, limits, warm=warm, nproc=nproc, progress=progress, plan=plan)
         with warm_server() as server:
-            return run(script, device, limits, warm=server, nproc=nproc, progress=progress)
+            return run(script, device, limits, warm=server, nproc=nproc, progress=progress, plan=plan)
 
     patch = pytest.MonkeyPatch()
     patch.setattr(checker.runner, "run", warm_run)

@@ -21,12 +21,13 @@ from katas.interview.grade import SCHEMA as GRADE_SCHEMA
 # of shape that does not bump the version fails here. After a change: bump the version (checker/verdict.py and
 # docs/json.md, or katas/interview/grade.py), and add the new version's digest below.
 SHAPES = {
-    SCHEMA: ("report", "probe", "stopped", "kata"),
+    SCHEMA: ("report", "probe", "stopped", "prefix", "kata"),
     GRADE_SCHEMA: ("grade", "score", "time", "bug", "new symptom", "grade error", "ungraded"),
     "torch-katas/grades/1": ("grades",),
 }
 DIGESTS = {
     "torch-katas/check/5": "89b05d1eefa8d2a7",
+    "torch-katas/check/6": "e28f0bc134f61b3c",
     "torch-katas/grade/2": "c237b1b8564be2b5",
     "torch-katas/grade/3": "5b38de84d4ac5169",
     "torch-katas/grades/1": "2b82d57ef4caae91",

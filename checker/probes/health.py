@@ -222,6 +222,17 @@ def loss_falls(facts: RunFacts, classes: int | None = None) -> Finding:
                 message + stage)
 
 
+def on_a_prefix(row: Finding, updates: int) -> Finding:
+    """A run stopped after its first ``updates`` (``--steps``, ``--epochs``) has not yet shown whether it learns: a
+    loss that has not fallen (warm-up, a stage just begun) or an accuracy still near chance cannot be told from a
+    slow start, so neither fails a prefix; non-finite values are the non-finite probe's."""
+    if row.status != FAIL or row.probe not in (f"{ID}.loss-falls", f"{ID}.val-accuracy"):
+        return row
+    return _row(row.probe.split(".", 1)[1], None, row.measured, row.threshold,
+                f"not judged on the first {updates} updates (the run was stopped there): too early to tell "
+                f"whether it learns ({row.measured}); judge a longer prefix")
+
+
 def settled(values: list[float]) -> float | None:
     """The level a stage's loss ended at when it had stopped falling (its last fifth's mean within 5 % of the
     fifth before), else None: a stage still learning at its end leaves the next one something to learn."""
@@ -298,6 +309,8 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
                       f"the script removed or replaced: {', '.join(tampered)}" if tampered else
                       "the checker's hooks were in place to the end"))
 
+    if facts.prefix is not None:
+        parts = [on_a_prefix(p, facts.prefix) for p in parts]
     failed = [p for p in parts if p.status == FAIL]
     status = FAIL if failed else PASS
     message = "; ".join(p.message for p in failed) if failed else "the script trains and learns"

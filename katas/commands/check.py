@@ -9,12 +9,19 @@ from pathlib import Path
 
 import click
 
-from katas.commands.common import EXIT_CODES, limits_of, observe, ranks_for, refuse, run_options
+from katas.commands.common import EXIT_CODES, limits_of, observe, prefix_options, ranks_for, refuse, run_options, run_plan
 
 
 class ProbeListingCommand(click.Command):
     """A command whose help lists the probes, read only when the help is shown: `kata check` itself starts its
     script before the probe modules are imported."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:  # most often the script's own option, given before `--`
+            exc.message += f" (the script's own options go after --: kata check train.py -- {exc.option_name} ...)"
+            raise
 
     def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         if self.help and "{probes}" in self.help:
@@ -23,20 +30,31 @@ class ProbeListingCommand(click.Command):
 
 
 @click.command(cls=ProbeListingCommand, epilog=EXIT_CODES)
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path", type=click.Path(path_type=Path), required=False)
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- SCRIPT_ARGS...]")
+@click.option("-m", "--module", metavar="MODULE",
+              help="Run a module of the current folder as `python -m MODULE` would (instead of PATH).")
 @run_options
+@prefix_options
 @click.option("--json", "as_json", is_flag=True, help="Print only a versioned JSON report (with every series), "
                                                       "whatever happened.")
 @click.option("-v", "--verbose", is_flag=True, help="Plot the evidence of every check, not only the failing ones.")
 @click.option("--diagnose", is_flag=True, help="In a kata or an interview task: name the checks and the causes they "
                                                "point to. Counts as a hint until the kata passes; recorded in a task.")
-def check(path: Path, device: str, timeout: float, idle: float, memory: float | None, nproc: int | None,
-          as_json: bool, verbose: bool, diagnose: bool) -> None:
+def check(path: Path | None, script_args: tuple[str, ...], module: str | None, device: str, timeout: float,
+          idle: float, memory: float | None, nproc: int | None, steps: int | None, epochs: int | None, as_json: bool,
+          verbose: bool, diagnose: bool) -> None:
     """Run a training script under observation and report the symptoms it shows.
 
     The script runs in a separate Python process, in a scratch folder, exactly
-    as `python PATH` would. PyTorch hooks watch it train; each probe decides
-    from what the program did, never from its text. The file is not modified.
+    as `python PATH SCRIPT_ARGS...` would (its own modules beside it import as
+    usual). PyTorch hooks watch it train; each probe decides from what the
+    program did, never from its text. The file is not modified.
+
+    \b
+    A long training job: judge its first steps, then stop it.
+      kata check train.py --steps 200 -- --config small.yaml
+      kata check -m project.train --epochs 1 -- --lr 3e-4
 
     \b
     {probes}
@@ -49,10 +67,11 @@ def check(path: Path, device: str, timeout: float, idle: float, memory: float | 
     """
     from katas.interview import marker
 
+    path, plan = run_plan(path, script_args, module, steps, epochs)
     if marker.is_task_script(path):  # the first check of a task not handed over with `kata interview --start`
         marker.record_check(path)
     report = observe(path, device, limits_of(timeout, idle, memory), nproc=ranks_for(path, nproc),
-                     expect=expectation(path))
+                     expect=expectation(path), plan=plan)
     if not report.ran and not as_json:
         refuse(report)
     injected = None
@@ -68,7 +87,10 @@ def check(path: Path, device: str, timeout: float, idle: float, memory: float | 
         from katas.render import make_console, show
 
         again = f"kata check --nproc {nproc} " if nproc else "kata check "
-        show(report, make_console(), again + shlex.quote(str(path)), injected, verbose)
+        target = f"-m {module}" if module else shlex.quote(str(path))
+        prefix = f" {plan.describe()}" if plan.prefix else ""
+        arguments = " -- " + shlex.join(plan.args) if plan.args else ""
+        show(report, make_console(), again + target + prefix + arguments, injected, verbose)
     sys.exit(report.exit_code)
 
 

@@ -46,19 +46,64 @@ def run_options(command):
     return command
 
 
+def prefix_options(command):
+    """--steps and --epochs: judge the first steps of a long training job, then stop it."""
+    for option in reversed([
+        click.option("--steps", type=click.IntRange(min=1), metavar="N",
+                     help="Stop the script once it made N updates, where its next training step would begin, and "
+                          "judge what ran (the run's evaluation in between still runs)."),
+        click.option("--epochs", type=click.IntRange(min=1), metavar="E",
+                     help="Stop the script where its training DataLoader would begin pass E+1, and judge what ran."),
+    ]):
+        command = option(command)
+    return command
+
+
+def run_plan(path: Path | None, args: tuple[str, ...], module: str | None, steps: int | None = None,
+             epochs: int | None = None):
+    """The file to check and how to run it (checker.plan.Plan): PATH with the script's own arguments, or a module
+    of the current folder (``-m``) as ``python -m`` would run it."""
+    from checker.plan import Plan
+
+    if module:
+        if path is not None:  # `kata check -m pkg.train -- --lr 3`: click took the first argument for PATH
+            args = (str(path), *args)
+        return module_file(module), Plan(tuple(args), module, str(Path.cwd()), steps, epochs)
+    if path is None:
+        raise click.UsageError("give the script to check (kata check train.py), or a module with -m")
+    return path, Plan(tuple(args), steps=steps, epochs=epochs)
+
+
+def module_file(name: str) -> Path:
+    """The file ``python -m NAME`` runs from the current folder (a module, or a package's ``__main__``), found
+    without importing it."""
+    parts = name.split(".")
+    if not all(part.isidentifier() for part in parts):
+        raise click.UsageError(f"`{name}` is not a module name (dotted, like project.train)")
+    base = Path.cwd().joinpath(*parts)
+    for candidate in (base.with_suffix(".py"), base / "__main__.py"):
+        if candidate.is_file():
+            return candidate
+    raise click.UsageError(f"no module `{name}` in the current folder ({base}.py or {base}/__main__.py): run "
+                           "kata check -m from the folder you would run python -m from")
+
+
 def limits_of(timeout: float, idle: float, memory: float | None):
     from checker.runner import Limits, default_memory_mb
 
     return Limits(timeout, idle, memory or default_memory_mb())
 
 
-def observe(path: Path, device: str, limits, warm=None, nproc: int = 1, expect=None):
+def observe(path: Path, device: str, limits, warm=None, nproc: int = 1, expect=None, plan=None):
     """Check the file, then run it under observation (as ``nproc`` ranks when more than one). A file that cannot
     run gives a report that says why (``ran`` is False), so that every caller, ``--json`` included, can tell what
-    happened. ``expect``: what a kata or a task's script must show beside a clean check (checker.expectation)."""
+    happened. ``expect``: what a kata or a task's script must show beside a clean check (checker.expectation).
+    ``plan``: the script's arguments, a module run, a prefix to judge (checker.plan)."""
+    from checker.plan import Plan
     from checker.preflight import Unusable, preflight
     from checker.runner import run
 
+    plan = plan or Plan()
     try:
         preflight(path)
     except Unusable as exc:
@@ -68,11 +113,11 @@ def observe(path: Path, device: str, limits, warm=None, nproc: int = 1, expect=N
     # The judges and the report's renderer load while the script runs, not before it starts.
     loading = threading.Thread(target=preload, args=("checker.verdict", "katas.render"), daemon=True)
     loading.start()
-    result = run(path, device, limits, warm=warm, nproc=nproc)
+    result = run(path, device, limits, warm=warm, nproc=nproc, plan=plan)
     loading.join()
     from checker.verdict import judge
 
-    return judge(result, str(path), device, limits, expect)
+    return judge(result, str(path), device, limits, expect, plan)
 
 
 def preload(*modules: str) -> None:
