@@ -7,6 +7,7 @@ answer a cause-naming report would give away).
 """
 from __future__ import annotations
 
+import difflib
 import signal
 from dataclasses import dataclass, field
 
@@ -52,6 +53,44 @@ class Report:
     def statuses(self) -> dict[str, str]:
         """Each probe's status, by probe id."""
         return {f.probe: f.status for f in self.findings}
+
+    @property
+    def clean(self) -> bool:
+        """The script ran as a training script and showed no symptom (advice and "cannot tell" allowed)."""
+        return self.exit_code == Exit.PASS
+
+    @property
+    def failures(self) -> list[Finding]:
+        """The checks that found a symptom (or failed to observe)."""
+        return [f for f in self.findings if f.failed]
+
+    def finding(self, probe: str) -> Finding:
+        """One check's finding, by its probe id (``zero-grad``) or the id of the symptom it looks at."""
+        for f in self.findings:
+            known = BY_ID.get(f.probe)
+            if probe in (f.probe, known.symptom_id if known else None):
+                return f
+        close = difflib.get_close_matches(probe, [f.probe for f in self.findings], n=1)
+        raise KeyError(f"no check `{probe}` in this report" + (f"; did you mean `{close[0]}`?" if close else "")
+                       + (f" ({self.problem})" if not self.findings and self.problem else ""))
+
+    def summary(self) -> str:
+        """Plain text: the verdict, what went wrong with the run, each failing check with its evidence."""
+        lines = [f"{self.script}: {self.verdict}" + (f": {self.problem}" if self.problem else "")]
+        for f in self.failures:
+            evidence = f" ({f.measured}; expected {f.threshold})" if f.measured and f.threshold else ""
+            said = f.symptom if self.disclosure == SYMPTOMS else f.message or f.symptom
+            lines.append(f"  {f.status} {f.probe}: {said}{evidence}")
+        if self.prefix is not None:
+            lines.append(f"  ({prefix_note(self.prefix)})")
+        return "\n".join(lines)
+
+    def assert_clean(self, advice: bool = True) -> None:
+        """Raise AssertionError (with :meth:`summary`) unless the run was clean; ``advice=False`` fails on advice
+        too."""
+        advised = [] if advice else [f for f in self.findings if f.status == ADVICE]
+        if not self.clean or advised:
+            raise AssertionError("\n".join([self.summary(), *(f"  advice {f.probe}: {f.symptom}" for f in advised)]))
 
     def to_json(self) -> dict:
         return {
