@@ -38,12 +38,14 @@ class ProbeListingCommand(click.Command):
 @prefix_options
 @click.option("--json", "as_json", is_flag=True, help="Print only a versioned JSON report (with every series), "
                                                       "whatever happened.")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="Also write the report as JUnit XML (one test case per check) for CI to show, whatever happened.")
 @click.option("-v", "--verbose", is_flag=True, help="Plot the evidence of every check, not only the failing ones.")
 @click.option("--diagnose", is_flag=True, help="In a kata or an interview task: name the checks and the causes they "
                                                "point to. Counts as a hint until the kata passes; recorded in a task.")
 def check(path: Path | None, script_args: tuple[str, ...], module: str | None, device: str, timeout: float,
           idle: float, memory: float | None, nproc: int | None, steps: int | None, epochs: int | None, as_json: bool,
-          verbose: bool, diagnose: bool) -> None:
+          junit_path: Path | None, verbose: bool, diagnose: bool) -> None:
     """Run a training script under observation and report the symptoms it shows.
 
     The script runs in a separate Python process, in a scratch folder, exactly
@@ -55,6 +57,7 @@ def check(path: Path | None, script_args: tuple[str, ...], module: str | None, d
     A long training job: judge its first steps, then stop it.
       kata check train.py --steps 200 -- --config small.yaml
       kata check -m project.train --epochs 1 -- --lr 3e-4
+      kata check train.py --steps 100 --junit kata.xml     # in CI
 
     \b
     {probes}
@@ -68,20 +71,27 @@ def check(path: Path | None, script_args: tuple[str, ...], module: str | None, d
     from katas.interview import marker
 
     path, plan = run_plan(path, script_args, module, steps, epochs)
+    if junit_path and junit_path.resolve() == path.resolve():
+        raise click.UsageError(f"--junit {junit_path} would overwrite the script itself: name another file")
     if marker.is_task_script(path):  # the first check of a task not handed over with `kata interview --start`
         marker.record_check(path)
     report = observe(path, device, limits_of(timeout, idle, memory), nproc=ranks_for(path, nproc),
                      expect=expectation(path), plan=plan)
-    if not report.ran and not as_json:
-        refuse(report)
     injected = None
     if report.ran:
         injected = record_kata(path, report, diagnose)
         report.disclosure = disclosure(path, report, injected, diagnose)
+    doc = report.to_json()
+    if injected:
+        doc["kata"] = {"injected_bug": injected}
+    if junit_path:
+        from katas.junit import junit_xml
+        from katas.workspace import write_text_atomically
+
+        write_text_atomically(junit_path, junit_xml(doc))
+    if not report.ran and not as_json:
+        refuse(report)
     if as_json:
-        doc = report.to_json()
-        if injected:
-            doc["kata"] = {"injected_bug": injected}
         click.echo(json.dumps(doc, indent=2))
     else:
         from katas.render import make_console, show
