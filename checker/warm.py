@@ -24,6 +24,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from checker import checked, harness, ranks
@@ -78,6 +79,42 @@ class WarmServer:
             self.proc.kill()
         self.proc.stdin.close()
         self.proc.wait()
+
+
+class WarmPool:
+    """Warm servers for checks run side by side from a pool of threads: each thread that asks gets its own server
+    (started on its first request, then forked from for every check of that thread), all closed together. A server
+    that fails to start gives None: that thread's checks run cold."""
+
+    def __init__(self, env: dict[str, str]):
+        self.env = env
+        self.local = threading.local()
+        self.started: list[WarmServer] = []
+        self.lock = threading.Lock()
+
+    def server(self) -> WarmServer | None:
+        if not hasattr(self.local, "server"):
+            try:
+                server = WarmServer(self.env)
+            except (OSError, RuntimeError):
+                server = None
+            self.local.server = server
+            if server is not None:
+                with self.lock:
+                    self.started.append(server)
+        return self.local.server
+
+    def close(self) -> None:
+        with self.lock:
+            for server in self.started:
+                server.close()
+            self.started.clear()
+
+    def __enter__(self) -> "WarmPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 class WarmChild:

@@ -416,6 +416,44 @@ def test_three_candidates_of_one_task_are_graded_into_one_table_with_scores(issu
         assert probe["observed"].lower() in brief or probe["measured"].lower() in brief, probe["probe"]
 
 
+def test_six_submissions_handed_in_to_one_folder_are_graded_on_two_cores_and_a_hanging_one_costs_only_its_row(
+        issued, tmp_path):
+    task, key = copy_of(issued, tmp_path)
+    doc_key = json.loads((key / "key.json").read_text())
+    handed_in = tmp_path / "handed-in"
+    for name in ("ada", "bob", "cy", "dan", "fay"):
+        shutil.copytree(task / "candidate", handed_in / name)
+    shutil.copy(task / "candidate" / "train.py", handed_in / "eve.py")  # a loose file is a submission too
+    target = next(b for b in doc_key["bugs"] if b["where"].startswith("line"))
+    (handed_in / "bob" / "train.py").write_text(
+        fix_by_hand((handed_in / "bob" / "train.py").read_text(), (key / "solution.py").read_text(), target))
+    (handed_in / "cy" / "train.py").write_text('raise RuntimeError("half-finished edit")\n')
+    (handed_in / "dan" / "train.py").write_text("import time\ntime.sleep(600)\n")  # hangs before training
+    (handed_in / "notes").mkdir()  # a folder without the task's script is not a submission
+
+    result = CliRunner().invoke(main, ["grade", "--json", str(task), "--submissions", str(handed_in), "--key",
+                                       str(key), "--jobs", "2", "--idle", "10", "--timeout", "120"])
+    doc = json.loads(result.stdout)
+    validate(doc, "grades")
+    assert result.exit_code == 4  # the worst of the six: a script stopped for making no progress
+    with open(key / "grades.csv", newline="") as f:
+        rows = {row["candidate"]: row for row in csv.DictReader(f)}
+    table = {row["candidate"]: row for row in table_rows((key / "grades.md").read_text())}
+    assert list(rows) == list(table) == ["ada", "bob", "cy", "dan", "eve", "fay"]
+    for untouched in ("ada", "eve", "fay"):
+        assert {rows[untouched][b["id"]] for b in doc_key["bugs"]} == {"still present"}, untouched
+    assert rows["bob"][target["id"]] == "fixed" and rows["bob"]["points"] == "2"
+    assert "half-finished edit" in rows["cy"]["outcome"]
+    assert rows["dan"]["exit_code"] == "4" and "progress" in rows["dan"]["outcome"]
+
+
+def test_a_submissions_folder_without_any_submission_is_a_clear_error(issued, tmp_path):
+    task, key = copy_of(issued, tmp_path)
+    (tmp_path / "empty").mkdir()
+    result = CliRunner().invoke(main, ["grade", str(task), "--submissions", str(tmp_path / "empty"), "--key", str(key)])
+    assert result.exit_code == 2 and "no submissions in" in result.output
+
+
 def test_the_brief_says_each_flagged_check_in_its_words_unless_the_catalogue_holds_them_and_hides_the_folder():
     from types import SimpleNamespace
 

@@ -174,6 +174,10 @@ def hand_over(folder: Path, candidate: str | None, force: bool) -> None:
 @click.argument("task_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("candidate_dirs", nargs=-1, metavar="[CANDIDATE_DIR]...",
                 type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--submissions", "submissions_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              metavar="DIR", help="Grade every submission in DIR: each folder in it that holds the task's script "
+                                  "(named as at --start, else by the folder), and each .py file in DIR itself "
+                                  "(named by the file).")
 @click.option("--key", "key_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="The answer key's folder (default: TASK_DIR/key).")
 @click.option("--name", help="The candidate's name (one candidate; default: the name given at --start, else the "
@@ -186,7 +190,8 @@ def hand_over(folder: Path, candidate: str | None, force: bool) -> None:
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the table as CSV here (default for several candidates: KEY/grades.csv).")
 @click.option("--json", "as_json", is_flag=True, help="Print only a versioned JSON grade (of each candidate).")
-def grade(task_dir: Path, candidate_dirs: tuple[Path, ...], key_dir: Path | None, name: str | None, jobs: int | None,
+def grade(task_dir: Path, candidate_dirs: tuple[Path, ...], submissions_dir: Path | None, key_dir: Path | None,
+          name: str | None, jobs: int | None,
           device: str, timeout: float, idle: float, memory: float | None, nproc: int | None, report_path: Path | None,
           csv_path: Path | None, as_json: bool) -> None:
     """Grade an interview task: which planted bugs are fixed, what new symptoms appeared, time taken, a score.
@@ -197,42 +202,75 @@ def grade(task_dir: Path, candidate_dirs: tuple[Path, ...], key_dir: Path | None
     the script still trains, less 1 per new symptom, of 4 per bug (the other 2
     are the interview's). Time runs from the hand-over (`kata interview --start`,
     else the candidate's first `kata check`) to the script's last change.
-    Several candidates make one table, written as Markdown and CSV.
+    Several candidates make one table, written as Markdown and CSV; they are
+    checked side by side, one per core, and one that hangs or crashes costs
+    only its own row.
 
     \b
     Examples:
       kata grade task
       kata grade task ada/ bob/ cy/ --csv grades.csv
+      kata grade task --submissions handed-in/ --timeout 120
     """
     from katas.interview.batch import exit_code, grade_all
     from katas.interview.grade import SCHEMA, BadKey, Submission, expectation, load_key, script_of
 
     key_dir = key_dir or task_dir / "key"
-    folders = list(candidate_dirs) or [script_of(task_dir).parent]
+    script_name = script_of(task_dir).name
+    folders = list(candidate_dirs)
     try:
-        if name and len(folders) > 1:
+        handed_in = submissions_in(submissions_dir, script_name) if submissions_dir else []
+        if not folders and not handed_in:
+            folders = [script_of(task_dir).parent]
+        if name and len(folders) + len(handed_in) > 1:
             raise KataError("--name names one candidate; with several, each is named at `kata interview --start "
                             "DIR --candidate NAME`, or by its folder")
-        if not candidate_dirs and not script_of(task_dir).is_file():
+        if not candidate_dirs and not submissions_dir and not script_of(task_dir).is_file():
             raise KataError(f"no candidate script at {script_of(task_dir)}")
         key = load_key(key_dir)
     except (KataError, BadKey) as exc:
         if as_json:
             click.echo(json.dumps({"schema": SCHEMA, "error": str(exc), "exit_code": KataError.exit_code}, indent=2))
         raise KataError(str(exc)) from None
-    submissions = [Submission(name or candidate_name(folder), folder / script_of(task_dir).name) for folder in folders]
+    submissions = [Submission(name or candidate_name(folder), folder / script_name) for folder in folders]
+    submissions += handed_in
     ranks = nproc or LAUNCHED.get(key.get("reference"), 1)
     limits = limits_of(timeout, idle, memory)
+    jobs = jobs or os.cpu_count() or 1
+    from checker.runner import child_env
+    from checker.warm import WarmPool
 
-    def check(script: Path):
-        return observe(script, device, limits, nproc=ranks, expect=expectation(key))
+    # More submissions than workers: each worker imports torch once, in its warm server, and forks every check of
+    # its share from it.
+    with WarmPool(child_env()) as pool:
+        warm = len(submissions) > jobs
 
-    grades = grade_all(submissions, key_dir, key, check, jobs or os.cpu_count() or 1)
+        def check(script: Path):
+            return observe(script, device, limits, warm=pool.server() if warm else None, nproc=ranks,
+                           expect=expectation(key))
+
+        grades = grade_all(submissions, key_dir, key, check, jobs)
     if len(grades) == 1:
         show_one(grades[0], key_dir, report_path, csv_path, as_json, key)
     else:
         show_several(grades, key, key_dir, report_path, csv_path, as_json)
     sys.exit(exit_code(grades))
+
+
+def submissions_in(folder: Path, script_name: str) -> list:
+    """The submissions handed in to ``folder``, by name: each subfolder holding the task's script, each .py file."""
+    from katas.interview.grade import Submission
+
+    found = [Submission(candidate_name(sub), sub / script_name) for sub in folder.iterdir()
+             if sub.is_dir() and (sub / script_name).is_file()]
+    found += [Submission(file.stem, file) for file in folder.glob("*.py") if file.is_file()]
+    if not found:
+        raise KataError(f"no submissions in {folder}: expected folders that hold {script_name}, or .py files")
+    names = [s.name for s in found]
+    doubled = sorted({n for n in names if names.count(n) > 1})
+    if doubled:
+        raise KataError(f"two submissions in {folder} are named {', '.join(doubled)}; rename one")
+    return sorted(found, key=lambda s: s.name.casefold())
 
 
 def candidate_name(folder: Path) -> str:
