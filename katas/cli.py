@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from katas import __version__
-from katas.commands import check, interview, learner, new, watch
+from katas.commands import check, course, interview, learner, new, watch
 from katas.terminal import wrap
 
 NON_BREAKING_HYPHEN = "\u2011"  # stands for "-" while click wraps, which would break "--nproc-per-node" after "nproc-"
@@ -62,6 +62,6 @@ def main(ctx: click.Context, folder: Path | None) -> None:
 
 
 for command in (learner.init, new.new, check.check, watch.watch, learner.list_katas, learner.hint, learner.explain,
-                learner.solution, learner.reset, new.bugs, interview.interview, interview.grade):
+                learner.solution, learner.reset, new.bugs, interview.interview, interview.grade, course.autograder):
     command.context_class = HelpContext
     main.add_command(command)

@@ -447,6 +447,37 @@ def test_six_submissions_handed_in_to_one_folder_are_graded_on_two_cores_and_a_h
     assert rows["dan"]["exit_code"] == "4" and "progress" in rows["dan"]["outcome"]
 
 
+def test_a_task_as_a_gradescope_autograder_scores_the_untouched_script_zero_and_never_names_a_bug(issued, tmp_path):
+    import subprocess
+    import sys
+    import zipfile
+
+    from test_autograder import validate
+
+    task, key = copy_of(issued, tmp_path)
+    doc_key = json.loads((key / "key.json").read_text())
+    built = CliRunner().invoke(main, ["autograder", str(task), "--key", str(key), "--out", str(tmp_path / "bundle"),
+                                      "--timeout", "120"])
+    assert built.exit_code == 0, built.output
+    assert f"total points to {2 * len(doc_key['bugs'])}" in built.output
+    layout = tmp_path / "autograder"
+    with zipfile.ZipFile(tmp_path / "bundle" / "autograder.zip") as archive:
+        archive.extractall(layout / "source")
+    shutil.copytree(task / "candidate", layout / "submission")
+    env = dict(os.environ, AUTOGRADER_ROOT=str(layout), AUTOGRADER_PYTHON=sys.executable)
+    env.pop("PYTHONPATH", None)
+    subprocess.run(["bash", str(layout / "source" / "run_autograder")], env=env, check=True, timeout=300,
+                   capture_output=True)
+    results = json.loads((layout / "results" / "results.json").read_text())
+    validate(results)
+    assert results["score"] == 0
+    planted = [t for t in results["tests"] if t["name"].startswith("Symptom ")]
+    assert len(planted) == len(doc_key["bugs"]) and {t["output"] for t in planted} == {"still present"}
+    text = json.dumps(results).lower()
+    for bug in doc_key["bugs"]:
+        assert bug["id"] not in text and bug["title"].lower() not in text
+
+
 def test_a_submissions_folder_without_any_submission_is_a_clear_error(issued, tmp_path):
     task, key = copy_of(issued, tmp_path)
     (tmp_path / "empty").mkdir()
