@@ -78,6 +78,13 @@ def test_the_scripts_own_except_exception_does_not_swallow_the_stop():
     assert "retrying" not in doc["output_tail"]
 
 
+def test_a_job_of_ten_thousand_epochs_is_judged_on_its_first_200_updates_in_seconds():
+    code, doc = checked_json(str(JOBS / "epochs.py"), "--steps", "200")
+    assert code == 0, doc["problem"]
+    # 12 updates a pass: the 200th came in the 17th pass, stopped where its next step would begin
+    assert doc["prefix"] == {"asked": "--steps 200", "reached": True, "updates": 200, "passes": 17}
+
+
 def test_a_module_runs_as_python_dash_m_from_the_current_folder(monkeypatch):
     monkeypatch.chdir(JOBS / "project")
     code, doc = checked_json("-m", "pkg.train", "--steps", "30", "--", "--width", "8")
