@@ -14,6 +14,7 @@ import inspect
 import math
 import operator
 import os
+import sys
 import weakref
 from typing import Any, Callable
 
@@ -29,6 +30,7 @@ from torch.utils.data.dataloader import _DatasetKind
 from checker import workers
 from checker.distributed import COLLECTIVE, launched
 from checker.events import Event, LossCall, Order, Pass
+from checker.mirror import SAVE_EVENT
 from checker.session import Session
 
 DROPOUT_FUNCTIONS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
@@ -375,6 +377,8 @@ class Instrumentation:
 
         @functools.wraps(original_save)
         def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(f, (str, bytes, os.PathLike)):
+                sys.audit(SAVE_EVENT, f)  # C++ opens the file: the scratch folder's copy first (checker.mirror)
             result = original_save(obj, f, *args, **kwargs)
             session.emit(Event.SAVE, obj, f)
             return result

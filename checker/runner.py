@@ -1,6 +1,7 @@
 """Run a script under observation in a separate process, watch it, and collect what the observers recorded.
 
-The script runs in its own process group, in a scratch folder, with its output
+The script runs in its own process group, in a scratch folder that mirrors the folder it was run from
+(:mod:`checker.mirror`), with its output
 going through a pipe into a capped log. A watchdog ends it (and everything it
 started) on the wall-clock limit, after a stretch without progress, or when it
 uses more memory than allowed. The record comes back over a signed channel.
@@ -25,6 +26,7 @@ from typing import Callable
 from checker import processes, record
 from checker.distributed import COLLECTIVE, FORKED, KEY, STOPPED, rank_dir
 from checker.harness import HEARTBEAT
+from checker.mirror import populate
 from checker.output import OutputReader
 from checker.plan import Plan
 
@@ -143,6 +145,7 @@ def run(script: Path, device: str = "cpu", limits: Limits = Limits(), warm=None,
     """
     channel = tempfile.mkdtemp(prefix="kata-channel-")
     scratch = tempfile.mkdtemp(prefix="kata-run-")
+    populate(scratch, os.getcwd())  # the script reads relative paths from where `kata check` was run (checker.mirror)
     fifo = os.path.join(channel, "output")
     os.mkfifo(fifo)
     keys, token = [secrets.token_hex(32) for _ in range(nproc)], secrets.token_hex(8)

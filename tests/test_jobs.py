@@ -85,6 +85,27 @@ def test_a_job_of_ten_thousand_epochs_is_judged_on_its_first_200_updates_in_seco
     assert doc["prefix"] == {"asked": "--steps 200", "reached": True, "updates": 200, "passes": 17}
 
 
+def snapshot(folder: Path) -> dict[str, bytes | None]:
+    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None for p in sorted(folder.rglob("*"))}
+
+
+def test_a_job_reads_its_config_from_where_it_is_run_and_its_writes_never_reach_that_folder(tmp_path, monkeypatch):
+    project = tmp_path / "project"
+    (project / "configs").mkdir(parents=True)
+    (project / "configs" / "small.json").write_text(json.dumps({"width": 16, "lr": 0.1, "epochs": 3}))
+    (project / "runs").mkdir()
+    (project / "runs" / "stale.txt").write_text("from an earlier run\n")
+    (project / "train.log").write_text("from an earlier run\n")
+    (project / "checkpoint.pt").write_bytes(b"an earlier checkpoint")
+    (project / "train.py").write_text((JOBS / "configured" / "train.py").read_text())
+    before = snapshot(project)
+    monkeypatch.chdir(project)
+    code, doc = checked_json("train.py", "--", "--config", "configs/small.json")
+    assert code == 0, doc["problem"] + doc["detail"]
+    assert "final loss" in doc["output_tail"]  # every write read back as written, in the script's own asserts
+    assert snapshot(project) == before
+
+
 def test_a_module_runs_as_python_dash_m_from_the_current_folder(monkeypatch):
     monkeypatch.chdir(JOBS / "project")
     code, doc = checked_json("-m", "pkg.train", "--steps", "30", "--", "--width", "8")
