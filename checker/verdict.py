@@ -193,7 +193,19 @@ def _judge(run: Run, script: str, device: str, limits: Limits, expect: Expectati
         report.notes.append(f"training stopped in the middle of a pass ({stopped_where(facts.stopped)}): a break out "
                             "of the training loop; what ran is what was judged")
     report.findings = [_judged(probe, run.record, facts) for probe in PROBES]
+    if report.prefix and report.prefix["reached"]:
+        for finding in report.findings:
+            on_a_prefix(finding, report.prefix)
     return _conclude(report, expect)
+
+
+def on_a_prefix(finding: Finding, prefix: dict) -> None:
+    """A check that did not apply or could not tell on a prefix run says so: its evidence may lie past the stop."""
+    if finding.status in (NOT_APPLICABLE, CANNOT_TELL) and finding.probe != "health":  # health says it per criterion
+        said = f" (on the run's first {prefix['updates']} updates only: {prefix['asked']})"
+        finding.message += said
+        if finding.observed:
+            finding.observed += said
 
 
 def prefix_covered(plan: Plan, outcome: dict, facts: RunFacts) -> dict:
