@@ -115,10 +115,18 @@ class Timeline(EventBus):
                     return True
         elif at == "forward" and (self._train_loaders or not torch.is_grad_enabled()):
             return False  # a training loader's batches are where its steps begin; evaluation goes on
+        elif at == "step" and plan.epochs is not None and self.current is not None:
+            # A DataLoader made anew for every epoch is known to train only once its first batch reached a backward:
+            # its pass stops before its first update, after E training passes of any loader.
+            done = sum(1 for p in self.passes[:self.current.index] if p.batches and self.role(p.index) == TRAIN)
+            if done >= plan.epochs:
+                if self.current.updates == 0:  # its first batch, stopped before its update: not part of what is judged
+                    self.current.batches = 0
+                return True
         return plan.steps is not None and self.steps() >= plan.steps
 
     def _training_passes(self) -> int:
-        return sum(1 for p in self.passes if p.loader in self._train_loaders and p.batches and self.role(p.index) == TRAIN)
+        return sum(1 for p in self.passes if p.batches and self.role(p.index) == TRAIN)
 
     def training_loaders(self) -> set[int]:
         return self._train_loaders

@@ -85,6 +85,13 @@ def test_a_job_of_ten_thousand_epochs_is_judged_on_its_first_200_updates_in_seco
     assert doc["prefix"] == {"asked": "--steps 200", "reached": True, "updates": 200, "passes": 17}
 
 
+def test_epochs_counts_passes_over_loaders_made_anew_for_every_epoch():
+    code, doc = checked_json(str(JOBS / "fresh_loaders.py"), "--epochs", "2")
+    assert code == 0, [(p["probe"], p["message"]) for p in doc["probes"] if p["status"] == "fail"]
+    assert doc["prefix"] == {"asked": "--epochs 2", "reached": True, "updates": 24, "passes": 2}
+    assert "epoch 1 acc" in doc["output_tail"] and "epoch 2" not in doc["output_tail"]
+
+
 def snapshot(folder: Path) -> dict[str, bytes | None]:
     return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None for p in sorted(folder.rglob("*"))}
 
