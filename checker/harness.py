@@ -46,11 +46,11 @@ def run_script(script: str, device: str) -> dict:
 
 
 def _run_script(script: str, device: str) -> dict:
-    from checker.mirror import protect
+    from checker import mirror
     from checker.plan import PrefixReached, current
 
     plan = current()
-    protect(os.getcwd())  # the scratch folder mirrors the user's: their files are read, never written
+    mirror.enter()  # the scratch folder, which mirrors the user's: their files are read, never written
     os.environ["KATA_DEVICE"] = device
     sys.argv = [script, *plan.args]
     try:

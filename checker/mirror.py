@@ -18,6 +18,9 @@ import sys
 from enum import Enum
 
 SAVE_EVENT = "kata.torch.save"  # raised by the instrumentation's torch.save with the file it is about to write
+# A checked process starts in the checker's own folder, so that nothing of the user's folder shadows the checker's
+# modules (a `checker.py` of theirs); it moves to the scratch folder named here just before the script runs.
+SCRATCH_VARIABLE = "KATA_SCRATCH"
 
 
 class Last(Enum):
@@ -125,6 +128,15 @@ WRITES = {"open": Last.KEEP, "os.mkdir": Last.KEEP, "os.remove": Last.KEEP, "os.
           "os.rmdir": Last.FOLDER, "shutil.rmtree": Last.FOLDER, "os.chdir": Last.FOLDER, "os.chmod": Last.COPY,
           "os.utime": Last.COPY, "os.truncate": Last.COPY, "os.link": Last.KEEP, "os.symlink": Last.KEEP,
           SAVE_EVENT: Last.FRESH}
+
+
+def enter() -> None:
+    """In the checked process, just before the script runs: move to the scratch folder (when started elsewhere), and
+    protect what it mirrors."""
+    scratch = os.environ.pop(SCRATCH_VARIABLE, None)
+    if scratch:
+        os.chdir(scratch)
+    protect(os.getcwd())
 
 
 def protect(root: str) -> None:

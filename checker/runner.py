@@ -26,7 +26,7 @@ from typing import Callable
 from checker import processes, record
 from checker.distributed import COLLECTIVE, FORKED, KEY, STOPPED, rank_dir
 from checker.harness import HEARTBEAT
-from checker.mirror import populate
+from checker.mirror import SCRATCH_VARIABLE, populate
 from checker.output import OutputReader
 from checker.plan import Plan
 
@@ -86,6 +86,12 @@ def child_env(token: str = "", plan: Plan = Plan()) -> dict[str, str]:
                 **({processes.TOKEN_VARIABLE: token} if token else {}), **plan.environment())
 
 
+def in_scratch(env: dict[str, str], scratch: str) -> dict[str, str]:
+    """A child starts in the checker's folder (``python -m`` puts it first on ``sys.path``: nothing of the user's
+    shadows the checker) and moves to ``scratch`` just before the script runs (checker.mirror.enter)."""
+    return {**env, SCRATCH_VARIABLE: scratch}
+
+
 class ColdChild:
     """A fresh ``python -m checker.checked`` process; the signing key goes in through its stdin."""
 
@@ -93,7 +99,8 @@ class ColdChild:
                  plan: Plan = Plan()):
         with open(fifo, "wb") as out:
             self.proc = subprocess.Popen([sys.executable, "-m", "checker.checked", script, device, channel],
-                                         cwd=scratch, env=child_env(token, plan), stdin=subprocess.PIPE, stdout=out,
+                                         cwd=PACKAGE_ROOT, env=in_scratch(child_env(token, plan), scratch),
+                                         stdin=subprocess.PIPE, stdout=out,
                                          stderr=subprocess.STDOUT, start_new_session=True)
         self.proc.stdin.write((key + "\n").encode())
         self.proc.stdin.close()
@@ -123,7 +130,8 @@ class Launcher:
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={len(keys)}",
                    "--max-restarts=0", "--monitor-interval=0.1", "-m", "checker.ranks", script, device, channel]
         with open(fifo, "wb") as out:
-            self.proc = subprocess.Popen(command, cwd=scratch, env=child_env(token, plan), stdin=subprocess.DEVNULL,
+            self.proc = subprocess.Popen(command, cwd=PACKAGE_ROOT, env=in_scratch(child_env(token, plan), scratch),
+                                         stdin=subprocess.DEVNULL,
                                          stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         self.pid = self.proc.pid
 

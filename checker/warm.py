@@ -33,6 +33,7 @@ from checker.plan import Plan
 from checker.processes import children
 
 PR_SET_CHILD_SUBREAPER = 36
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the server starts here: nothing shadows checker
 
 
 class WarmServer:
@@ -40,7 +41,7 @@ class WarmServer:
 
     def __init__(self, env: dict[str, str], wait: bool = True):
         """Start the server; with ``wait``, return once it serves checks (else see :meth:`ready`)."""
-        self.proc = subprocess.Popen([sys.executable, "-m", "checker.warm"], env=env, stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, "-m", "checker.warm"], env=env, stdin=subprocess.PIPE, cwd=ROOT,
                                      stdout=subprocess.PIPE, start_new_session=True)
         self.serving = False
         if wait:

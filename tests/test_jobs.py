@@ -3,6 +3,7 @@ arguments after `--`, a module run with -m, modules and packages of the job's ow
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,20 @@ def test_epochs_counts_passes_over_loaders_made_anew_for_every_epoch():
     assert code == 0, [(p["probe"], p["message"]) for p in doc["probes"] if p["status"] == "fail"]
     assert doc["prefix"] == {"asked": "--epochs 2", "reached": True, "updates": 24, "passes": 2}
     assert "epoch 1 acc" in doc["output_tail"] and "epoch 2" not in doc["output_tail"]
+
+
+def test_modules_of_the_users_named_like_the_checkers_or_the_standard_librarys_shadow_nothing(tmp_path):
+    import subprocess
+    import sys
+
+    for name in ("checker", "katas", "json", "runpy"):
+        (tmp_path / f"{name}.py").write_text(f"raise SystemExit('the user\\'s {name}.py was imported')\n")
+    (tmp_path / "train.py").write_text((JOBS / "fresh_loaders.py").read_text())
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    kata_command = str(Path(sys.executable).parent / "kata")  # the installed command, as users run it
+    done = subprocess.run([kata_command, "check", "train.py", "--epochs", "1"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def snapshot(folder: Path) -> dict[str, bytes | None]:
