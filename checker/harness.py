@@ -59,6 +59,8 @@ def _run_script(script: str, device: str) -> dict:
             _kept.append(runpy.run_module(plan.module, run_name="__main__", alter_sys=True))
         else:
             sys.path[0] = os.path.dirname(os.path.abspath(script))
+            if plan.imports and plan.imports != sys.path[0]:  # a kata made from a script that imports its neighbours
+                sys.path.insert(1, plan.imports)
             _kept.append(runpy.run_path(script, run_name="__main__"))  # its objects stay alive for the summary
     except PrefixReached:  # stopped where the plan said (--steps, --epochs): what ran is what is judged
         return {"status": "prefix"}

@@ -26,6 +26,7 @@ class Plan:
     path0: str = ""  # ``sys.path[0]`` of a module run: the folder ``kata check -m`` was run from
     steps: int | None = None  # stop once this many updates were made, where the next training step would begin
     epochs: int | None = None  # stop where a training DataLoader would begin its pass after this many
+    imports: str = ""  # a folder on ``sys.path`` after the script's own: that of the script a kata was made from
 
     @property
     def prefix(self) -> bool:
@@ -49,4 +50,4 @@ def current() -> Plan:
         return Plan()
     doc = json.loads(text)
     return Plan(tuple(doc.get("args", ())), doc.get("module", ""), doc.get("path0", ""), doc.get("steps"),
-                doc.get("epochs"))
+                doc.get("epochs"), doc.get("imports", ""))

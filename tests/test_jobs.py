@@ -107,6 +107,14 @@ def test_modules_of_the_users_named_like_the_checkers_or_the_standard_librarys_s
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_a_kata_made_from_a_script_that_imports_its_neighbours_runs_wherever_it_is_written(tmp_path):
+    made = kata("new", "--from", str(JOBS / "sibling" / "train.py"), "--bug", "zero-grad", "--dir", str(tmp_path / "k"))
+    assert made.exit_code == 0, made.output
+    code, doc = checked_json(str(tmp_path / "k" / "01.py"))
+    assert code == 1, doc["problem"]
+    assert doc["kata"]["injected_bug"] == "still present"
+
+
 def snapshot(folder: Path) -> dict[str, bytes | None]:
     return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None for p in sorted(folder.rglob("*"))}
 

@@ -71,7 +71,18 @@ def run_plan(path: Path | None, args: tuple[str, ...], module: str | None, steps
         return module_file(module), Plan(tuple(args), module, str(Path.cwd()), steps, epochs)
     if path is None:
         raise click.UsageError("give the script to check (kata check train.py), or a module with -m")
-    return path, Plan(tuple(args), steps=steps, epochs=epochs)
+    return path, Plan(tuple(args), steps=steps, epochs=epochs, imports=kata_imports(path))
+
+
+def kata_imports(path: Path) -> str:
+    """For a kata made from a script of your own (``kata new --from``), the folder of that script, whose modules
+    the kata imports as it did; else ""."""
+    from katas.workspace import read_metadata
+
+    info = read_metadata(path)
+    if info is None or not Path(info.reference).is_absolute():  # a bundled reference imports nothing of its own
+        return ""
+    return str(Path(info.reference).parent)
 
 
 def module_file(name: str) -> Path:

@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 
 import click
 
-from katas.commands.common import KataError, limits_of, preload, ranks_for, run_options
+from katas.commands.common import KataError, kata_imports, limits_of, preload, ranks_for, run_options
 from katas.commands.learner import DIR_OPTION, KATA_ARGUMENT, kata_path
 
 READY = "watching: save to re-check (Ctrl-C to stop)"
@@ -111,6 +111,7 @@ def watch_and_check(path: Path, again: str, poll: bool, device: str, limits, ran
     """Check now, cold, and after every save, forked from ``server`` (once it serves), until Ctrl-C."""
     # what judges and shows a run loads while the first one runs
     threading.Thread(target=preload, args=("checker.verdict", "katas.commands.check"), daemon=True).start()
+    from checker.plan import Plan
     from checker.preflight import Unusable, preflight
     from checker.runner import run
     from katas.render import make_console, show
@@ -139,7 +140,8 @@ def watch_and_check(path: Path, again: str, poll: bool, device: str, limits, ran
             console.print(f"[red]{exc}[/]" + (f"\n{exc.detail}" if exc.detail else ""))
         else:
             with progress_line(console, f"checking {path}", "starting" if warm else "importing torch") as progress:
-                result = run(path, device, limits, warm=warm, nproc=ranks, progress=progress)
+                result = run(path, device, limits, warm=warm, nproc=ranks, progress=progress,
+                             plan=Plan(imports=kata_imports(path)))
             from checker.verdict import judge
             from katas.commands.check import disclosure, expectation, record_kata
 
