@@ -249,7 +249,7 @@ Verdict = tuple[str, str, str]  # (status, the diagnosis, what was seen)
 
 def stepped(r: ScheduleRecord) -> str:
     return {"update": "once per optimizer step", "epoch": "once per epoch", "either": "once per epoch",
-            "other": f"{r.calls} times in {r.updates} updates and {r.epochs} epochs"}[granularity(r)]
+            "other": f"{times(r.calls)} in {r.updates} updates and {r.epochs} epochs"}[granularity(r)]
 
 
 def never_stepped(r: ScheduleRecord) -> Verdict | None:
@@ -261,7 +261,7 @@ def never_stepped(r: ScheduleRecord) -> Verdict | None:
 
 def per_micro_batch(r: ScheduleRecord) -> Verdict | None:
     if per_backward(r):
-        return FAIL, (f"{r.type} was stepped once per backward pass ({r.calls} times) while its optimizer stepped "
+        return FAIL, (f"{r.type} was stepped once per backward pass ({times(r.calls)}) while its optimizer stepped "
                       f"once every {r.backwards / r.updates:.0f} backward passes ({r.updates} updates): the schedule "
                       f"ran {r.calls / r.updates:.0f} times ahead"), (
             f"the learning rate moved {r.calls / r.updates:.0f} steps along {r.type}'s curve between updates")
@@ -369,7 +369,7 @@ def step_schedule(r: ScheduleRecord) -> Verdict | None:
                 f"the learning rate followed {r.type}'s curve, one value per update")
     if how == "epoch":
         return FAIL, (f"{r.type} is a schedule over optimizer steps (it expects {r.horizon or 'one step per update'}) "
-                      f"but was stepped once per epoch: {r.calls} times in {r.updates} updates"), (
+                      f"but was stepped once per epoch: {times(r.calls)} in {r.updates} updates"), (
             f"in {r.updates} updates the learning rate moved through {r.calls} of the {horizon} values of "
             f"{r.type}'s curve")
     return None
@@ -387,7 +387,7 @@ def horizon_of_the_run(r: ScheduleRecord) -> Verdict | None:
     if (how == "epoch" or (how == "other" and r.calls <= r.updates // 2)) and near(r.horizon, r.updates) \
             and r.horizon != r.epochs:
         return FAIL, (f"{r.type}'s horizon ({r.horizon}) is this run's number of optimizer steps, but it was "
-                      f"stepped {'once per epoch: ' if how == 'epoch' else 'only '}{r.calls} times in "
+                      f"stepped {'once per epoch: ' if how == 'epoch' else 'only '}{times(r.calls)} in "
                       f"{r.updates} updates"), (
             f"in {r.updates} updates the learning rate moved through {r.calls} of the {r.horizon} values of "
             f"{r.type}'s curve")
@@ -399,7 +399,7 @@ def horizon_of_the_run(r: ScheduleRecord) -> Verdict | None:
                 f"the learning rate followed {r.type}'s curve over the run's {r.updates} updates")
     return CANNOT_TELL, (f"{r.type} was stepped {stepped(r)}; its horizon ({r.horizon}) matches neither this run's "
                          f"{r.updates} optimizer steps nor its {r.epochs} epochs"), (
-        f"{r.type}'s curve has {r.horizon} values; the schedule advanced {r.calls} times in {r.updates} updates "
+        f"{r.type}'s curve has {r.horizon} values; the schedule advanced {times(r.calls)} in {r.updates} updates "
         f"and {r.epochs} epochs")
 
 
@@ -431,7 +431,7 @@ def judge_one(r: ScheduleRecord) -> Verdict:
             return verdict
     return (CANNOT_TELL, f"{r.type} was stepped {stepped(r)}; nothing in its settings says which granularity it was "
                          "built for",
-            f"the schedule advanced {r.calls} times in {r.updates} updates and {r.epochs} epochs; nothing in "
+            f"the schedule advanced {times(r.calls)} in {r.updates} updates and {r.epochs} epochs; nothing in "
             f"{r.type}'s settings says which pace was meant")
 
 
@@ -447,3 +447,7 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
     series = {"learning rate per step": chosen.lrs}
     measured = f"{chosen.calls} schedule steps / {chosen.updates} updates"
     return Finding(ID, TITLE, status, measured, "", message, series, observed=observed)
+
+
+def times(n: int) -> str:
+    return "once" if n == 1 else f"{n} times"

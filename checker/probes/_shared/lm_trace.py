@@ -331,7 +331,7 @@ def replaced(tokens, dim: int, start: int, stop: int):
     import torch
 
     ids = torch.unique(tokens)
-    moved = ids[(torch.searchsorted(ids, tokens) + 1) % len(ids)]
+    moved = ids[(torch.searchsorted(ids, tokens.contiguous()) + 1) % len(ids)]  # no warning in the script's output
     out = tokens.clone()
     index = [slice(None), slice(None)]
     index[dim] = slice(start, stop)
