@@ -22,6 +22,7 @@ class Probe:
     symptom: str
     module: ModuleType
     advises: bool = False  # its findings are advice at most: the check still passes
+    advice_shows: bool = False  # its advice, though it can fail, is a symptom too (not "the symptom did not show")
     uses: tuple[str, ...] = ()  # shared measurements whose errors are this probe's too
     judge_ranks: Callable[[list, list], Finding] | None = None  # the ranks compared, for a process group
 
@@ -31,7 +32,8 @@ class Probe:
         if missing:
             raise TypeError(f"probe module {module.__name__} does not declare {', '.join(missing)}")
         return cls(module.ID, module.TITLE, module.SYMPTOM_ID, module.SYMPTOM, module,
-                   advises=bool(getattr(module, "ADVISES", False)), uses=tuple(getattr(module, "USES", ())),
+                   advises=bool(getattr(module, "ADVISES", False)),
+                   advice_shows=bool(getattr(module, "ADVICE_SHOWS", False)), uses=tuple(getattr(module, "USES", ())),
                    judge_ranks=getattr(module, "judge_ranks", None))
 
     def observer(self, session: Any) -> Any:

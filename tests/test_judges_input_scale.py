@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 from checker.facts import RunFacts
-from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS
+from checker.findings import ADVICE, CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS
 from checker.probes import input_scale
 
 
-def model(kind="float", rms=(1.0,) * 8, name="Classifier", layer="Linear"):
+def model(kind="float", rms=(1.0,) * 8, name="Classifier", layer="Linear", normalised=""):
     return {"model": name, "layer": layer, "kind": kind, "rms": list(rms) if kind == "float" else [],
-            "forwards": len(rms)}
+            "forwards": len(rms), "normalised": normalised}
 
 
 def judge(*models):
@@ -43,3 +43,13 @@ def test_token_ids_and_no_training_are_not_applicable_and_no_tensor_cannot_tell(
     assert judge().status == NOT_APPLICABLE
     assert judge(model("other", layer="LSTM")).status == CANNOT_TELL
     assert judge(model("integer", layer="Embedding"), model(rms=[0.9] * 4, name="Head")).status == PASS
+
+
+def test_raw_units_into_a_layer_normalised_straight_after_advise_and_name_the_layer_that_undoes_them():
+    finding = judge(model(rms=[120.0] * 16, layer="Conv2d", normalised="BatchNorm2d"))
+    assert finding.status == ADVICE and finding.measured == "RMS 120"
+    assert "straight into BatchNorm2d" in finding.message and "no harm" in finding.message
+    assert "BatchNorm" not in finding.observed  # the symptom names no cause
+    # one model normalised after, another not: the harm of the other decides
+    other = model(rms=[90.0] * 4, name="Critic", layer="Linear")
+    assert judge(model(rms=[120.0] * 4, normalised="BatchNorm1d"), other).status == FAIL

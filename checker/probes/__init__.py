@@ -104,3 +104,4 @@ MODULES = (
 PROBES: tuple[Probe, ...] = tuple(Probe.of(module) for module in MODULES)
 BY_ID: dict[str, Probe] = {probe.id: probe for probe in PROBES}
 ADVISORY = frozenset(probe.id for probe in PROBES if probe.advises)  # advise, never fail
+SHOWING_ADVICE = ADVISORY | {probe.id for probe in PROBES if probe.advice_shows}  # their advice is a symptom

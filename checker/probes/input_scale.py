@@ -7,8 +7,12 @@ or is a normalisation layer (``BatchNorm``, ``LayerNorm``, ``GroupNorm``,
 preprocessing ran before it (``x / 255`` inside ``forward``). Its first positional
 argument is read: a floating-point tensor gives its root mean square over the
 whole batch (one reduction and one host sync per forward); an integer tensor
-(token ids into an ``Embedding``) or anything else is noted as such. The probe's
-own module pre-hook is then removed: the rest of the run pays nothing. A compiled
+(token ids into an ``Embedding``) or anything else is noted as such. The next module
+of the same forward that has parameters or normalises is noted too, and whether its
+input is the very tensor the first layer returned (a global forward hook keeps a weak
+reference to that output): a ``Conv2d`` straight into a ``BatchNorm2d``, a
+``Linear`` straight into a ``LayerNorm``. The probe's own module hooks are then
+removed: the rest of the run pays nothing. A compiled
 model runs no hooks inside: its own input is read, for the first such module it
 registers. Only the
 forwards the run later shows to be training (a backward pass reached their
@@ -17,7 +21,13 @@ top-level module: a GAN's generator and discriminator apart).
 
 Rule. A model *fails* when its first layer is not a normalisation layer, received
 floating-point inputs, and the median of their RMS over its judged forwards is
-above ``THRESHOLD`` = 8. Measured: the classifier reference's standardised
+above ``THRESHOLD`` = 8, unless that layer's output went straight into a
+normalisation layer in every judged forward: then it *advises*. A normalisation
+by batch statistics undoes any scale and any offset of what feeds it, forward and
+backward (its gradient sums to zero over the batch): 0–255 pixels into a ResNet
+stem (a bias-free convolution, then batch-norm) train exactly as pixels in [0, 1]
+do, so the run shows no harm, only the practice (augmentation noise, weight decay
+and a later change of the architecture still assume unit-scale inputs). Measured: the classifier reference's standardised
 readings ≈ 1.0 (raw, about 100 ± 40: ≈ 108; divided by 10 only: ≈ 11); images
 in [0, 1] ≈ 0.5, normalised images ≈ 1, 0–255 pixels ≈ 120; Gaussian noise for a
 generator ≈ 1; unstandardised but modest features (heavy-tailed columns of a
@@ -36,17 +46,19 @@ normalised, embeddings, noise and the outputs of a frozen (no-grad) extractor ar
 all within a factor 8 of unit scale; only the first layer is looked at, never
 activations deeper in the model (a transformer's scaled embeddings, a residual
 stream). A first layer that normalises its input itself makes raw units harmless,
-and passes. Not caught: inputs too small (0–1 pixels divided by 255 twice),
-features on very different scales whose overall RMS is modest, and models
-trained without autograd.
+and passes; one whose output is normalised straight after gets advice, not a
+failure. Not caught: inputs too small (0–1 pixels divided by 255 twice), features
+on very different scales whose overall RMS is modest, and models trained without
+autograd.
 """
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass, field
 
 from checker.facts import RunFacts
-from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
+from checker.findings import ADVICE, CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
 
 ID = "input-scale"
 TITLE = "inputs are on a unit scale"
@@ -54,6 +66,7 @@ SYMPTOM_ID, SYMPTOM = "first-layer-input", "scale of the first layer's inputs"
 FORWARDS = 16  # top-level forwards with autograd on whose first layer is measured
 THRESHOLD = 8.0  # RMS of the first layer's input above which a model fails
 FLOAT, INTEGER, NORMALISING, UNREAD, OTHER = "float", "integer", "normalising", "unread", "other"
+ADVICE_SHOWS = True  # its advice (raw units into a layer normalised straight after) is the raw-inputs bug's symptom
 NORM_LAYERS = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d",
                "SyncBatchNorm", "LayerNorm", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
                "LocalResponseNorm", "RMSNorm")
@@ -62,7 +75,8 @@ NORM_LAYERS = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LazyBatchNorm1d", "
 @dataclass
 class Observation:
     # per trained model: {"model", "layer" (its first layer's class), "kind" (float, integer, normalising, other),
-    # "rms" (per judged forward, float inputs only), "forwards"}
+    # "rms" (per judged forward, float inputs only), "forwards", "normalised" (the normalisation layer that took the
+    # first layer's output straight, in every judged forward; "" if not in one)}
     models: list[dict] = field(default_factory=list)
     measured: int = 0  # forwards measured, training or not
 
@@ -73,7 +87,29 @@ class Observer:
         self.samples: list[dict] = []
         self._looking = False
         self._top: tuple[int, int, str] = (0, 0, "")  # the top-level forward running now: index, id(), class name
+        self._first = None  # (the first layer, its sample) while its output's taker is awaited
+        self._output = None  # a weak reference to the first layer's output
         self._handle = session.patches.forward_pre_hook(ID, self._before)
+        self._after_handle = session.patches.forward_hook(ID, self._after)
+
+    def _after(self, module, args, output) -> None:
+        if self._first is not None and module is self._first[0] and self._output is None:
+            import torch
+
+            if isinstance(output, torch.Tensor):
+                self._output = weakref.ref(output)
+
+    def _taken(self, module, args, name: str) -> None:
+        """The module after the first layer: is it a normalisation layer fed that layer's very output?"""
+        layer, sample = self._first
+        output = self._output() if self._output is not None else None
+        straight = output is not None and bool(args) and args[0] is output and name in NORM_LAYERS
+        sample["normalised"] = name if straight else ""
+        self._first, self._output = None, None
+
+    def _stop(self) -> None:
+        self.session.patches.remove(self._handle)
+        self.session.patches.remove(self._after_handle)
 
     def _before(self, module, args) -> None:
         import torch
@@ -85,20 +121,25 @@ class Observer:
         if not observable():  # traced by torch.compile, or recomputed inside a backward pass
             return
         if self.session.forward is None:  # a top-level call: a forward starts, unless it is a loss
+            self._first, self._output = None, None
             if len(self.samples) >= FORWARDS:
-                self.session.patches.remove(self._handle)
+                self._stop()
                 return
             self._looking = torch.is_grad_enabled() and not isinstance(module, nn.modules.loss._Loss)
             self._top = (len(self.session.forwards), id(module), type(module).__name__)
-        if not self._looking:
+        if not self._looking and self._first is None:
             return
         layer = first_layer(module._orig_mod) if type(module).__name__ == "OptimizedModule" else module
         name = type(layer).__name__ if layer is not None else ""
         if layer is None or name not in NORM_LAYERS and not any(p is not None for p in layer._parameters.values()):
             return
+        if self._first is not None:
+            self._taken(module, args, name)
+            return
         self._looking = False
         index, model, model_name = self._top
-        sample = {"forward": index, "model": model, "name": model_name, "layer": name, "kind": OTHER, "rms": None}
+        sample = {"forward": index, "model": model, "name": model_name, "layer": name, "kind": OTHER, "rms": None,
+                  "normalised": ""}
         x = args[0] if args else None
         if name in NORM_LAYERS:
             sample["kind"] = NORMALISING
@@ -110,17 +151,21 @@ class Observer:
         elif isinstance(x, torch.Tensor):  # sparse, nested, complex, quantized, meta, a wrapper: not features to measure
             sample["kind"] = UNREAD
         self.samples.append(sample)
+        if sample["kind"] == FLOAT and type(module).__name__ != "OptimizedModule":
+            self._first = (layer, sample)
 
     def summary(self) -> Observation:
-        self.session.patches.remove(self._handle)
+        self._stop()
         forwards = self.session.forwards
         models: dict[int, dict] = {}
         for s in self.samples:
             if s["forward"] >= len(forwards) or self.session.phase(forwards[s["forward"]]) != "train":
                 continue
             row = models.setdefault(s["model"], {"model": s["name"], "layer": s["layer"], "kind": s["kind"], "rms": [],
-                                                 "forwards": 0})
+                                                 "forwards": 0, "normalised": s["normalised"]})
             row["forwards"] += 1
+            if row["normalised"] != s["normalised"]:
+                row["normalised"] = ""  # normalised straight after in every judged forward, or not at all
             if s["kind"] == FLOAT and s["rms"] is not None:
                 row["rms"].append(s["rms"])
         return Observation(list(models.values()), len(self.samples))
@@ -152,8 +197,18 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
         return Finding(ID, TITLE, NOT_APPLICABLE, message=f"not judged: {why}", observed=why)
     floats = [row for row in obs.models if row["kind"] == FLOAT and row["rms"]]
     failing = [row for row in floats if median(row["rms"]) > THRESHOLD]
-    if failing:
+    harmful = [row for row in failing if not row.get("normalised")]
+    if failing and not harmful:
         worst = max(failing, key=lambda row: median(row["rms"]))
+        seen = _seen(worst)
+        message = (f"{seen}, more than {THRESHOLD:g} times unit scale: the inputs are in raw units. Its output goes "
+                   f"straight into {worst['normalised']}, which undoes their scale and offset, so this run shows no "
+                   "harm from them; standardising the inputs with statistics of the training set is still the usual "
+                   "practice (augmentation noise, weight decay and a change of architecture assume unit scale)")
+        return Finding(ID, TITLE, ADVICE, f"RMS {median(worst['rms']):.3g}", f"≤ {THRESHOLD:g}", message,
+                       observed=seen)
+    if failing:
+        worst = max(harmful, key=lambda row: median(row["rms"]))
         seen = _seen(worst)
         message = (f"{seen}, more than {THRESHOLD:g} times unit scale: the inputs are in raw units. The layer's "
                    "initialisation assumes inputs of about unit scale, so its pre-activations and weight gradients "

@@ -329,14 +329,15 @@ def imports_of(start) -> Path | None:
 
 
 def shows(bug, report) -> bool:
-    """Whether the planted script's run shows the bug's symptom: one of its probes fails, or, for a bug whose
-    probes only ever advise (wasted padding, graphs nobody uses), advises. Advice from a probe that can fail says
-    the symptom did not show in this run (a clip after the step whose value is never reached)."""
+    """Whether the planted script's run shows the bug's symptom: one of its probes fails, or advises where its
+    advice is the symptom (probes that only ever advise: wasted padding, graphs nobody uses; raw units into a layer
+    normalised straight after). Other advice from a probe that can fail says the symptom did not show in this run
+    (a clip after the step whose value is never reached)."""
     from checker.findings import ADVICE, ERROR, FAIL
-    from checker.probes import ADVISORY
+    from checker.probes import SHOWING_ADVICE
 
     statuses = report.statuses()
-    return any(statuses.get(p) in (FAIL, ERROR) or (statuses.get(p) == ADVICE and p in ADVISORY)
+    return any(statuses.get(p) in (FAIL, ERROR) or (statuses.get(p) == ADVICE and p in SHOWING_ADVICE)
                for p in bug.probes)
 
 

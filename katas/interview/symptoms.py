@@ -51,9 +51,9 @@ class Observed:
 def describe(report, catalogue: Catalogue, script: str) -> Observed:
     """The symptoms ``report`` (a checker.verdict.Report of the task's script, named ``script``) shows, none
     searchable in ``catalogue``; the folder it ran from is left out of the output quoted."""
-    from checker.probes import ADVISORY
+    from checker.probes import SHOWING_ADVICE
 
-    flagged = [f for f in report.findings if f.failed or (f.status == "advice" and f.probe in ADVISORY)]
+    flagged = [f for f in report.findings if f.failed or (f.status == "advice" and f.probe in SHOWING_ADVICE)]
     observed = Observed()
     for finding in flagged:
         line = next((text for text in said(finding) if not catalogue.holds(text)), None)
