@@ -48,10 +48,11 @@ def check(path: Path | None, script_args: tuple[str, ...], module: str | None, d
           junit_path: Path | None, verbose: bool, diagnose: bool) -> None:
     """Run a training script under observation and report the symptoms it shows.
 
-    The script runs in a separate Python process, in a scratch folder, exactly
-    as `python PATH SCRIPT_ARGS...` would (its own modules beside it import as
-    usual). PyTorch hooks watch it train; each probe decides from what the
-    program did, never from its text. The file is not modified.
+    The script runs in a separate Python process exactly as `python PATH
+    SCRIPT_ARGS...` would from this folder: its modules import as usual and it
+    reads files here, but what it writes goes to a scratch folder (your files
+    are never modified). PyTorch hooks watch it train; each probe decides from
+    what the program did, never from its text.
 
     \b
     A long training job: judge its first steps, then stop it.
