@@ -49,5 +49,4 @@ def current() -> Plan:
     if not text:
         return Plan()
     doc = json.loads(text)
-    return Plan(tuple(doc.get("args", ())), doc.get("module", ""), doc.get("path0", ""), doc.get("steps"),
-                doc.get("epochs"), doc.get("imports", ""))
+    return Plan(**{**doc, "args": tuple(doc.get("args", ()))})

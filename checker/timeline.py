@@ -108,25 +108,22 @@ class Timeline(EventBus):
         if at == "batch":
             if observed is None or observed.loader not in self._train_loaders:
                 return False
-            if plan.epochs is not None and observed.batches == 0:
-                done = sum(1 for p in self.passes[:observed.index] if p.loader == observed.loader and
-                           self.role(p.index) == TRAIN)
-                if done >= plan.epochs:
-                    return True
+            if plan.epochs is not None and observed.batches == 0 and self._training_passes(observed.index) >= plan.epochs:
+                return True
         elif at == "forward" and (self._train_loaders or not torch.is_grad_enabled()):
             return False  # a training loader's batches are where its steps begin; evaluation goes on
         elif at == "step" and plan.epochs is not None and self.current is not None:
             # A DataLoader made anew for every epoch is known to train only once its first batch reached a backward:
             # its pass stops before its first update, after E training passes of any loader.
-            done = sum(1 for p in self.passes[:self.current.index] if p.batches and self.role(p.index) == TRAIN)
-            if done >= plan.epochs:
+            if self._training_passes(self.current.index) >= plan.epochs:
                 if self.current.updates == 0:  # its first batch, stopped before its update: not part of what is judged
                     self.current.batches = 0
                 return True
         return plan.steps is not None and self.steps() >= plan.steps
 
-    def _training_passes(self) -> int:
-        return sum(1 for p in self.passes if p.batches and self.role(p.index) == TRAIN)
+    def _training_passes(self, before: int | None = None) -> int:
+        """Training passes with batches (before pass ``before``, when given)."""
+        return sum(1 for p in self.passes[:before] if p.batches and self.role(p.index) == TRAIN)
 
     def training_loaders(self) -> set[int]:
         return self._train_loaders

@@ -31,9 +31,9 @@ from checker import checked, harness, ranks
 from checker.distributed import launcher_environment, rank_dir
 from checker.plan import Plan
 from checker.processes import children
+from checker.runner import PACKAGE_ROOT  # the server starts there: nothing of the user's shadows checker
 
 PR_SET_CHILD_SUBREAPER = 36
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the server starts here: nothing shadows checker
 
 
 class WarmServer:
@@ -41,7 +41,7 @@ class WarmServer:
 
     def __init__(self, env: dict[str, str], wait: bool = True):
         """Start the server; with ``wait``, return once it serves checks (else see :meth:`ready`)."""
-        self.proc = subprocess.Popen([sys.executable, "-m", "checker.warm"], env=env, stdin=subprocess.PIPE, cwd=ROOT,
+        self.proc = subprocess.Popen([sys.executable, "-m", "checker.warm"], env=env, stdin=subprocess.PIPE, cwd=PACKAGE_ROOT,
                                      stdout=subprocess.PIPE, start_new_session=True)
         self.serving = False
         if wait:

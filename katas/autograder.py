@@ -22,7 +22,6 @@ from importlib import metadata
 from pathlib import Path
 
 from checker.expectation import BugStatus, Expectation
-from katas.bugs import BUGS
 from katas.workspace import write_text_atomically
 
 SCHEMA = "torch-katas/autograder/1"
@@ -62,6 +61,7 @@ class BundleError(ValueError):
 
 def config_of(target: Path, timeout: float, visibility: str, key_dir: Path | None = None) -> dict:
     """What a submission of ``target`` (a kata made by `kata new`, or an interview task's folder) must show."""
+    from katas.bugs import BUGS
     from katas.interview.grade import BadKey, load_key, script_of
     from katas.workspace import read_metadata
 
@@ -185,6 +185,7 @@ def kata_results(config: dict, report) -> dict:
 
 def task_results(config: dict, report) -> dict:
     from checker.probes import BY_ID
+    from katas.bugs import BUGS
     from katas.interview.grade import Submission, grade
     from katas.interview.score import FIX, NEW_SYMPTOM
 

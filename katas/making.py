@@ -31,6 +31,13 @@ class Start:
     plain: bool
     ctx: Context
 
+    @property
+    def beside(self) -> Path | None:
+        """The folder of your own script (``--from``), whose modules its planted copies import; None for a
+        reference."""
+        label = Path(self.label)
+        return label.parent if label.is_absolute() else None
+
 
 def starting_text(source: str, label: str, seed: int, plain: bool) -> str:
     """The correct script a bug is planted into: ``source`` disguised with the seed, or as it is when ``plain``.

@@ -99,9 +99,9 @@ class Observer:
             if isinstance(output, torch.Tensor):
                 self._output = weakref.ref(output)
 
-    def _taken(self, module, args, name: str) -> None:
+    def _taken(self, args, name: str) -> None:
         """The module after the first layer: is it a normalisation layer fed that layer's very output?"""
-        layer, sample = self._first
+        sample = self._first[1]
         output = self._output() if self._output is not None else None
         straight = output is not None and bool(args) and args[0] is output and name in NORM_LAYERS
         sample["normalised"] = name if straight else ""
@@ -134,7 +134,7 @@ class Observer:
         if layer is None or name not in NORM_LAYERS and not any(p is not None for p in layer._parameters.values()):
             return
         if self._first is not None:
-            self._taken(module, args, name)
+            self._taken(args, name)
             return
         self._looking = False
         index, model, model_name = self._top

@@ -125,7 +125,7 @@ def new(bug_id: str | None, ref: str | None, source_path: Path | None, plain: bo
         if Shows.PRINTED in observation.shows:  # a difference in printed figures: do they repeat without the bug?
             click.echo(f"Checking that {start.path.name}'s printed figures repeat without the bug ...", err=True)
             again = checked(start.path, device, limits, ranks) if start.plain else \
-                checked_text(start.text, start.path.name, device, limits, ranks, imports_of(start))
+                checked_text(start.text, start.path.name, device, limits, ranks, start.beside)
             observation = describe(Measured.of(planted), Measured.of(baseline), bug.difficulty, Measured.of(again))
     else:
         mutation = inject(bug, start.ctx, seed, start.path.name)
@@ -207,7 +207,7 @@ def settled(start: Start, seed: int, device: str, limits, nproc: int = 1) -> tup
     name = start.path.name
     click.echo(f"Checking {name} as it is ...", err=True)
     report = checked(start.path, device, limits, nproc) if start.plain else \
-        checked_text(start.text, name, device, limits, nproc, imports_of(start))
+        checked_text(start.text, name, device, limits, nproc, start.beside)
     if not start.plain and report.verdict != "pass":
         original = checked(start.path, device, limits, nproc)
         if original.verdict.ran and symptoms(original) != symptoms(report):
@@ -255,7 +255,7 @@ def plant_verified(bugs: list[Bug], start: Start, baseline, seed: int, at_random
         for i, site in enumerate(sites, 1):
             click.echo(f"Checking that the bug shows when {name} runs (site {i} of {len(sites)}) ...", err=True)
             mutation = inject(bug, start.ctx, seed, name, site.id)
-            report = checked_text(mutation.source, name, device, limits, nproc, imports_of(start))
+            report = checked_text(mutation.source, name, device, limits, nproc, start.beside)
             if shows(bug, report):
                 return bug, mutation, report
         why = symptom(bug, report) if report.verdict.ran else unfinished(report, limits)
@@ -288,10 +288,9 @@ def observed(start: Start, planted: str, bug: Bug, device: str, limits, nproc: i
     click.echo(f"Running {name} with its bug" + (" and without it" if correct is None else "") + " under kata check ...",
                err=True)
     with ThreadPoolExecutor(max_workers=1) as pool:
-        running = pool.submit(checked_text, start.text, name, device, limits, nproc, imports_of(start)) \
-            if correct is None else None
+        running = pool.submit(checked_text, start.text, name, device, limits, nproc, start.beside) if correct is None else None
         kata = Measured.of(checked_text(planted, name, device, limits if correct is None else
-                                        planted_limits(limits, correct.seconds), nproc, imports_of(start)))
+                                        planted_limits(limits, correct.seconds), nproc, start.beside))
         if running is not None:
             report = running.result()
             if not report.verdict.ran:
@@ -321,11 +320,6 @@ def checked_text(text: str, name: str, device: str, limits, nproc: int = 1, besi
         copy.write_text(text)
         return checked(copy, device, limits, nproc, beside)
 
-
-def imports_of(start) -> Path | None:
-    """The folder of your own script (``--from``), whose modules its planted copies import; None for a reference."""
-    label = Path(start.label)
-    return label.parent if label.is_absolute() else None
 
 
 def shows(bug, report) -> bool:
