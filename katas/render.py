@@ -33,6 +33,7 @@ STYLES = {PASS: ("PASS", "green"), FAIL: ("FAIL", "bold red"), NOT_APPLICABLE: (
 # How the summary line counts the checks of each status, in its order.
 COUNTED = {FAIL: "found a symptom", ERROR: "could not observe", ADVICE: "gave advice", CANNOT_TELL: "could not tell",
            PASS: "saw nothing wrong", NOT_APPLICABLE: "did not apply"}
+SCREEN = 40  # a report's symptoms, counts and verdict fit a terminal of this many rows (80x40)
 WIDE = 110  # below this many columns, -v stacks the checks instead of tabling them
 TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$", re.MULTILINE)
 
@@ -168,23 +169,28 @@ def grounds(report: Report) -> list[Finding]:
     return [f for f in report.findings if f.status == ADVICE]
 
 
-def found(report: Report, width: int) -> list[Table]:
-    """The symptoms in full (words, unpassed criteria, plots), then one line for each other piece of advice, and
-    each check that could not tell with why."""
+def found(report: Report, width: int, plotted: int | None = None) -> list:
+    """The symptoms in full (words, unpassed criteria, the plots of the first ``plotted`` of them, each series
+    once), then one line for each other piece of advice, and each check that could not tell with why."""
     level, full = report.disclosure, grounds(report)
-    blocks = []
+    plotted = len(full) if plotted is None else plotted
+    blocks: list = []
     if full:
         grid = status_grid(statuses(full))
         room = width - label_width(statuses(full)) - 1  # the second column's width
-        for f in full:
+        drawn: list[list] = []
+        for i, f in enumerate(full):
             unpassed = [part for part in f.parts if part.status not in (PASS, NOT_APPLICABLE)]
             _stack(grid, f, level, False, "", words=not unpassed)  # a check of several criteria: theirs say it
             for part in unpassed:
                 _stack(grid, part, level, False, "  ")
-            plots = [line for plot in evidence(f.probe, f.series) for line in plot_lines(f"{plot.label}:", plot, room)]
+            plots = [plot for plot in evidence(f.probe, f.series) if i < plotted and plot.values not in drawn]
+            drawn += [plot.values for plot in plots]
             if plots:
-                grid.add_row("", Group(*plots))
+                grid.add_row("", Group(*[line for plot in plots for line in plot_lines(f"{plot.label}:", plot, room)]))
         blocks.append(grid)
+        if plotted < len(full):
+            blocks.append(Text(f"(-v plots the evidence of the last {len(full) - plotted} symptoms too)", style="dim"))
     brief = [f for f in report.findings if f.status in (ADVICE, CANNOT_TELL) and f not in full]
     if brief:
         grid = status_grid([f.status for f in brief])
@@ -192,6 +198,21 @@ def found(report: Report, width: int) -> list[Table]:
             _stack(grid, f, level, False, "", words=f.status == CANNOT_TELL)
         blocks.append(grid)
     return blocks
+
+
+def fitted(report: Report, console: Console, rest: int) -> list:
+    """:func:`found`, leaving out the plots of the last symptoms until it and ``rest`` more lines fit a screen."""
+    plotted = len(grounds(report))
+    while True:
+        blocks = found(report, console.width, plotted)
+        if plotted == 0 or height(blocks, console) + rest <= SCREEN:
+            return blocks
+        plotted -= 1
+
+
+def height(renderables: list, console: Console) -> int:
+    """The lines ``renderables`` take at the console's width."""
+    return sum(len(console.render_lines(r, console.options, pad=False)) for r in renderables)
 
 
 def summary(findings: list[Finding], verbose: bool, width: int) -> Text:
@@ -262,6 +283,7 @@ def show(report: Report, console: Console, command: str, injected: str | None = 
     level = report.disclosure
     ranks = f", {report.nproc} ranks" if report.nproc > 1 else ""
     console.print(f"[bold]kata check[/] {escape(report.script)}  [dim]({report.device}{ranks}, {report.seconds:.1f} s)[/]")
+    tail = closing(report, console.width, command, injected, verbose, rerun)
     if report.findings and verbose:
         wide = console.width >= WIDE
         console.print(findings_table(report.findings, level, verbose) if wide else stacked(report.findings, level, verbose))
@@ -269,28 +291,35 @@ def show(report: Report, console: Console, command: str, injected: str | None = 
         if plots is not None:
             console.print(plots)
     elif report.findings:
-        for block in found(report, console.width):
+        for block in fitted(report, console, 1 + height(tail, console)):  # 1: the header
             console.print(block)
-    if report.findings:
-        console.print(summary(report.findings, verbose, console.width))
+    for part in tail:
+        console.print(part)
+
+
+def closing(report: Report, width: int, command: str, injected: str | None, verbose: bool,
+            rerun: str | None) -> list:
+    """What follows the findings: the counts, why the script did not run to its end, notes, the verdict and the
+    next step."""
+    tail: list = [summary(report.findings, verbose, width)] if report.findings else []
     if report.detail:
-        console.print(Text(report.detail, style="red"))
+        tail.append(Text(report.detail, style="red"))
     if report.verdict in (Verdict.SCRIPT_FAILED, Verdict.TIMEOUT, Verdict.INTERRUPTED) and report.output.strip():
-        console.print("[dim]last lines the script printed:[/]")
-        console.print(Text("\n".join(report.output.rstrip().splitlines()[-15:]), style="dim"))
-    for note in report.notes:
-        console.print(f"[yellow]{escape(note)}[/]")
+        tail.append("[dim]last lines the script printed:[/]")
+        tail.append(Text("\n".join(report.output.rstrip().splitlines()[-15:]), style="dim"))
+    tail += [f"[yellow]{escape(note)}[/]" for note in report.notes]
     if report.output_truncated:
-        console.print(f"[dim]output truncated, full log at {escape(report.log_path)}[/]")
-    if level == SYMPTOMS and any(f.status not in (PASS, NOT_APPLICABLE) for f in report.findings):
+        tail.append(f"[dim]output truncated, full log at {escape(report.log_path)}[/]")
+    if report.disclosure == SYMPTOMS and any(f.status not in (PASS, NOT_APPLICABLE) for f in report.findings):
         cost = "it counts as a hint" if injected else "your interviewer will see that you used it"
-        console.print(f"[dim]Symptoms only: `--diagnose` also names the causes ({cost}).[/]")
-    console.print(verdict_line(report, injected))
+        tail.append(f"[dim]Symptoms only: `--diagnose` also names the causes ({cost}).[/]")
+    tail.append(verdict_line(report, injected))
     if report.verdict == Verdict.PASS:
         if injected:
             kata = Path(report.script).stem
-            console.print(f"Kata solved. Compare with the correct script: [bold]kata solution {kata}[/]; "
-                          "see what is left: [bold]kata[/]")
-        return
+            tail.append(f"Kata solved. Compare with the correct script: [bold]kata solution {kata}[/]; "
+                        "see what is left: [bold]kata[/]")
+        return tail
     shown = f"[bold]{escape(command)}[/]"
-    console.print(NEXT_STEP[report.verdict].format(command=shown, rerun=rerun or f"run {shown} again"))
+    tail.append(NEXT_STEP[report.verdict].format(command=shown, rerun=rerun or f"run {shown} again"))
+    return tail

@@ -127,6 +127,12 @@ def failed_probes(report: Report) -> set[str]:
     return {f.probe for f in report.findings if f.flagged}
 
 
+def course_of(failed: set[str]) -> set[str]:
+    """The failed probes that judge how training went rather than what caused it: health, and with it divergence
+    (a broken run's loss may climb past its start whatever broke it)."""
+    return failed & {"health", "divergence"} if "health" in failed else set()
+
+
 def verdict_for(report: Report) -> str:
     """The verdict the report's own statuses call for: a failure (or an error) fails, advice alone still passes."""
     return "fail" if any(f.failed for f in report.findings) else "pass"

@@ -854,4 +854,19 @@ VARIANTS.update({
             "the rank times zero": [("    torch.manual_seed(args.seed)", "    torch.manual_seed(args.seed + 0 * rank)")],
         },
     },
+    "lr-high": {
+        "ref": "classifier",
+        "fixes": {
+            "another rate the model tolerates": [(LR.replace("lr=1e-2", "lr=1.0"), LR.replace("lr=1e-2", "lr=3e-3"))],
+            "the schedule's peak scaled down": [(SCHEDULER, SCHEDULER.replace("max_lr=lr,", "max_lr=lr / 100,"))],
+            "SGD with momentum, whose steps the clip bounds": [
+                ("    optimizer = torch.optim.AdamW(groups, lr=lr)\n",
+                 "    optimizer = torch.optim.SGD(groups, lr=lr, momentum=0.9, nesterov=True)\n")],
+        },
+        "masks": {
+            "a tighter clip (Adam's step ignores the gradient's size)": [(
+                "max_grad_norm=0.1):", "max_grad_norm=0.001):")],
+            "a smaller loss": [("        loss.backward()\n", "        (loss / 100).backward()\n")],
+        },
+    },
 })

@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from conftest import FIXTURES, REFERENCES, check_all, failed_probes, plant_all, verdict_for
+from conftest import FIXTURES, REFERENCES, check_all, course_of, failed_probes, plant_all, verdict_for
 
 from katas.bugs import BUGS
 from katas.catalogue import measured
@@ -54,6 +54,7 @@ BREAKS_TRAINING: dict[str, bool | tuple[str, ...]] = {
     "no-step": True,
     "shape-broadcast": True,
     "softmax-ce": ("lm",),
+    "lr-high": ("binary", "classifier", "ddp", "text"),  # on the LM the loss climbs, then falls back below ln(k)
 }
 
 
@@ -80,7 +81,7 @@ def test_planted_bug_runs_and_trips_exactly_its_probes(ref, bug, seed, reports):
     details = "\n".join(f"{f.probe}: {f.status} {f.message}" for f in report.findings)
     assert set(bug.probes) <= failed, details
     assert ("health" in failed) == breaks_training(bug.id, ref.stem), details
-    assert failed <= {*bug.probes, "health"}, details
+    assert failed <= {*bug.probes, *course_of(failed)}, details
 
 
 def test_measured_difficulties_hold_for_a_fresh_run(reports):

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from checker.events import Event
 from checker.facts import RunFacts, finite
 from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
-from checker.probes._shared.class_scores import CLASS_LOSSES, OWNER, ClassScores
+from checker.probes._shared.class_scores import OWNER, ClassScores, classes_of, mean_per_target
 
 ID = "health"
 TITLE = "training health"
@@ -137,27 +137,6 @@ class Observer:
                 counts[value] += count
         return {"correct": sum(r["correct"] for r in chosen), "total": sum(r["total"] for r in chosen),
                 "majority": max(counts.values()), "source": chosen[0]["source"]}
-
-
-def classes_of(call) -> int | None:
-    """k when the loss scores class labels, else None."""
-    kind = CLASS_LOSSES.get(call.kind)
-    if kind == "classes":
-        shape = call.input.shape
-        return int(shape[1] if len(shape) >= 2 else shape[0])
-    if kind == "binary":
-        target = call.target
-        return 2 if target.numel() and bool(((target == 0) | (target == 1)).all()) else None
-    return None
-
-
-def mean_per_target(call) -> float:
-    value = float(call.output.detach().float().mean())
-    if call.reduction == "sum":
-        per = call.target.numel() if CLASS_LOSSES.get(call.kind) == "binary" or call.target.dim() < call.input.dim() \
-            else call.target.numel() // call.target.shape[1]
-        value /= max(1, per)
-    return value
 
 
 def _row(name: str, ok: bool | None, measured: str, threshold: str, message: str) -> Finding:

@@ -1,4 +1,4 @@
-# expect: grads-accumulate health
+# expect: grads-accumulate divergence health
 """Imitates a tabular binary-classification script (credit/churn style): standardized features, random_split,
 an MLP with dropout that outputs probabilities, a hand-written clamped BCE, Adam and ReduceLROnPlateau."""
 import copy

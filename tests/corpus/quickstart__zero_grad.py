@@ -1,4 +1,4 @@
-# expect: grads-accumulate health
+# expect: grads-accumulate divergence health
 """Imitates the official beginner quickstart: a Flatten + Linear/ReLU network, train(dataloader, model, loss_fn,
 optimizer) and test(dataloader, model, loss_fn) functions, run for a few epochs."""
 import torch

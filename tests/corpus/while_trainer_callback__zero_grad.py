@@ -1,4 +1,4 @@
-# expect: grads-accumulate health
+# expect: grads-accumulate divergence health
 """Imitates a home-grown step-based Trainer class (Lightning/HF-inspired): `while step < max_steps`, an
 iterator re-created on StopIteration, and callbacks such as periodic evaluation hooked into the loop."""
 import torch

@@ -101,3 +101,28 @@ def per_sample_decisions(call, session):
         threshold = 0.0 if call.kind.endswith("logits") else 0.5
         return (scores.reshape(-1) > threshold).long(), target.reshape(-1).long()
     return None
+
+
+def classes_of(call) -> int | None:
+    """k when the loss scores class labels, else None."""
+    kind = CLASS_LOSSES.get(call.kind)
+    if kind == "classes":
+        shape = call.input.shape
+        return int(shape[1] if len(shape) >= 2 else shape[0])
+    if kind == "binary":
+        target = call.target
+        return 2 if target.numel() and bool(((target == 0) | (target == 1)).all()) else None
+    return None
+
+
+def mean_per_target(call) -> float:
+    return float(call.output.detach().float().mean()) / per_target_divisor(call)
+
+
+def per_target_divisor(call) -> int:
+    """What the loss's mean is divided by to give a mean per target: its targets when it was summed, else 1."""
+    if call.reduction != "sum":
+        return 1
+    per = call.target.numel() if CLASS_LOSSES.get(call.kind) == "binary" or call.target.dim() < call.input.dim() \
+        else call.target.numel() // call.target.shape[1]
+    return max(1, per)

@@ -1,0 +1,68 @@
+"""divergence: the judge on hand-made observations (losses and gradient norms as a run would record them); the checked
+fixtures (tests/fixtures/divergence__*.py) run it end to end."""
+from __future__ import annotations
+
+import math
+
+from checker.facts import RunFacts
+from checker.findings import FAIL, NOT_APPLICABLE, PASS
+from checker.probes.divergence import Observation, growth_onset, judge
+
+LN4 = math.log(4)
+
+
+def falling(n: int, start: float = LN4, end: float = 0.3) -> list[float]:
+    return [start + (end - start) * i / (n - 1) for i in range(n)]
+
+
+def test_the_onset_is_where_the_last_growth_began_not_where_the_run_broke():
+    assert growth_onset([1.0, 1.2, 0.9, 1.1, 1.0, 1.3, 5.0, 20.0, 80.0]) == 6
+    assert growth_onset([1.0, 4.0, 16.0, 64.0]) == 1
+    assert growth_onset([2.0, 1.0, 2.0, 1.0]) == 0  # nothing stayed above three times the median before it
+
+
+def test_a_non_finite_run_after_growing_gradients_fails_at_the_update_the_growth_began():
+    norms = [1.8, 1.5, 1.7, 1.6, 1.9, 8.9, 61.4, 420.0, None, None]
+    finding = judge(Observation(grad_norms=norms), RunFacts(updates=10, losses=[1.0] * 8 + [None, None]))
+    assert finding.status == FAIL
+    assert "started at update 6" in finding.message and "non-finite at update 9" in finding.message
+    assert "learning rate" not in finding.observed and "update 6" in finding.observed
+
+
+def test_non_finite_without_growth_or_from_the_start_is_not_a_divergence():
+    flat = judge(Observation(grad_norms=[1.0, 1.1, 0.9, 1.0, None]), RunFacts(losses=[0.7] * 4 + [None]))
+    assert flat.status == NOT_APPLICABLE and "without the gradient norm growing" in flat.message
+    early = judge(Observation(grad_norms=[1.0, None, None]), RunFacts(losses=[0.7, None, None]))
+    assert early.status == NOT_APPLICABLE and "from its first updates" in early.message
+
+
+def test_a_class_loss_that_climbs_and_ends_at_chance_fails_and_one_that_recovers_passes():
+    climbed = [LN4, 1.5, 3.0, 9.0, 40.0, 120.0, 30.0, 8.0, 2.0, 1.5, 1.45, 1.42]
+    finding = judge(Observation(kind="cross_entropy", classes=4, losses=climbed), RunFacts())
+    assert finding.status == FAIL and "rising from step 3" in finding.observed and "ln(4)" in finding.observed
+    recovered = climbed[:8] + [0.6, 0.4, 0.3, 0.2, 0.2, 0.2]
+    finding = judge(Observation(kind="cross_entropy", classes=4, losses=recovered), RunFacts())
+    assert finding.status == PASS and "recovered" in finding.message
+
+
+def test_a_loss_that_never_learned_without_climbing_is_health_s_finding_not_this_one():
+    flat = [LN4] * 20
+    assert judge(Observation(kind="cross_entropy", classes=4, losses=flat), RunFacts()).status == PASS
+
+
+def test_premises_no_class_loss_too_few_losses_adversarial():
+    assert judge(Observation(), RunFacts(losses=[5.0, 50.0, 500.0])).status == NOT_APPLICABLE  # a regression's loss
+    few = judge(Observation(kind="nll_loss", classes=4, losses=[LN4, 40.0, 40.0]), RunFacts())
+    assert few.status == NOT_APPLICABLE and "too few" in few.message
+    climbed = Observation(kind="cross_entropy", classes=4, losses=[LN4, 9.0, 40.0] + [3.0] * 10)
+    assert judge(climbed, RunFacts(adversarial=True)).status == NOT_APPLICABLE
+
+
+def test_a_hand_written_loss_over_the_model_s_classes_is_read_from_the_losses_handed_to_backward():
+    climbed = [0.7, 0.8, 3.0, 12.0, 13.8, 13.8, 13.8, 13.8, 13.8, 13.8, 13.8, 13.8]
+    obs = Observation(fallback_classes=2)
+    assert judge(obs, RunFacts(losses=climbed)).status == FAIL
+    assert judge(Observation(fallback_classes=2), RunFacts(losses=falling(12, 0.7, 0.05))).status == PASS
+    # accumulation: the losses handed to backward are divided by it, the class loss is not
+    quarter = [v / 4 for v in climbed]
+    assert judge(Observation(fallback_classes=2), RunFacts(losses=quarter, backwards_before_first_update=4)).status == FAIL
