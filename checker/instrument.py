@@ -15,6 +15,7 @@ import math
 import operator
 import os
 import sys
+import threading
 import weakref
 from typing import Any, Callable
 
@@ -250,12 +251,21 @@ class Instrumentation:
     def _wrap_losses(self) -> None:
         session = self.session
 
+        inside = threading.local()  # a loss called from inside a loss: a tensor subclass's __torch_function__
+        # dispatches F.cross_entropy back to its public (patched) name; the outermost call is the script's
+
         def observe(name: str, original: Callable) -> Callable:
             read = arguments_of(original)
 
             @functools.wraps(original)
             def loss(*args: Any, **kwargs: Any):
-                output = original(*args, **kwargs)
+                if getattr(inside, "loss", False):
+                    return original(*args, **kwargs)
+                inside.loss = True
+                try:
+                    output = original(*args, **kwargs)
+                finally:
+                    inside.loss = False
                 if torch.compiler.is_compiling():
                     return output
                 given = read(args, kwargs)

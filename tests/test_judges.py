@@ -152,6 +152,17 @@ def test_health_fails_when_nothing_is_learned():
     assert {p.probe for p in flat.parts if p.status == FAIL} == {"health.loss-falls", "health.val-accuracy"}
 
 
+def test_a_slow_fall_passes_only_where_the_validation_accuracy_shows_learning():
+    """A short run of a slow optimizer (the quickstart's SGD at 1e-3): 4 % down, 0.51 accuracy against chance 0.11."""
+    slow = [2.3, 2.29, 2.28, 2.28, 2.26, 2.25, 2.24, 2.23, 2.22, 2.21]
+    learned = health.Observation(classes=10, accuracy={"correct": 51, "total": 100, "majority": 11, "source": "loss"})
+    assert rows(learned, facts([("train", 10, 10)], losses=slow))["health.loss-falls"] == PASS
+    guessing = health.Observation(classes=10, accuracy={"correct": 13, "total": 100, "majority": 11, "source": "loss"})
+    assert rows(guessing, facts([("train", 10, 10)], losses=slow))["health.loss-falls"] == FAIL
+    rising = list(reversed(slow))  # accuracy cannot excuse a loss that went up
+    assert rows(learned, facts([("train", 10, 10)], losses=rising))["health.loss-falls"] == FAIL
+
+
 def test_a_per_step_schedule_that_decays_to_zero_at_the_last_step_spans_the_run():
     linear = [0.1 * min(1, (k + 1) / 10) * (100 - k) / 100 for k in range(100)]
     assert status(schedule("WarmupLinear", base="LambdaLR", calls=100, updates=100, epochs=0, lrs=linear)) == PASS

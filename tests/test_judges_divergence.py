@@ -1,8 +1,10 @@
 """divergence: the judge on hand-made observations (losses and gradient norms as a run would record them); the checked
-fixtures (tests/fixtures/divergence__*.py) run it end to end."""
+fixtures (tests/fixtures/divergence__*.py) run it end to end, and one of them here for what its series hold."""
 from __future__ import annotations
 
 import math
+
+from conftest import FIXTURES
 
 from checker.facts import RunFacts
 from checker.findings import FAIL, NOT_APPLICABLE, PASS
@@ -45,6 +47,19 @@ def test_a_class_loss_that_climbs_and_ends_at_chance_fails_and_one_that_recovers
     assert finding.status == PASS and "recovered" in finding.message
 
 
+def test_a_loss_that_begins_far_above_chance_is_noise_no_climb_is_measured_from():
+    """Inputs in raw units: the untrained loss is anywhere from 5 to 36 by the initialisation's luck, and each batch's
+    is noise around a falling level; a first value of 5 is not where an untrained classifier begins."""
+    noisy = [5.0, 6.65, 10.87, 12.36, 12.06, 24.4, 8.04, 28.23, 10.76, 25.82, 17.93, 14.03, 7.21, 5.48, 13.39, 6.26,
+             23.11, 8.66, 17.05, 9.01, 18.76, 16.19, 9.34, 12.37, 22.46, 2.63, 6.01, 11.34, 9.2, 14.61, 14.49, 4.74,
+             10.77, 16.74, 4.75, 4.9, 6.45, 4.05, 3.4, 3.82, 10.97, 20.37, 10.39, 3.78, 6.74, 8.98, 8.23, 7.9, 17.55,
+             4.52, 9.28, 3.4, 8.08, 8.54, 4.51, 12.41, 2.48, 3.01, 9.26, 14.99, 9.62, 1.6, 2.67, 5.65]
+    finding = judge(Observation(kind="cross_entropy", classes=2, losses=noisy), RunFacts())
+    assert finding.status == NOT_APPLICABLE and "far above chance" in finding.message, finding.message
+    started_well = [0.7, 0.69, 0.71] + noisy[3:]  # the same run from an untrained classifier's start: a climb
+    assert judge(Observation(kind="cross_entropy", classes=2, losses=started_well), RunFacts()).status == FAIL
+
+
 def test_a_loss_that_never_learned_without_climbing_is_health_s_finding_not_this_one():
     flat = [LN4] * 20
     assert judge(Observation(kind="cross_entropy", classes=4, losses=flat), RunFacts()).status == PASS
@@ -64,5 +79,14 @@ def test_a_hand_written_loss_over_the_model_s_classes_is_read_from_the_losses_ha
     assert judge(obs, RunFacts(losses=climbed)).status == FAIL
     assert judge(Observation(fallback_classes=2), RunFacts(losses=falling(12, 0.7, 0.05))).status == PASS
     # accumulation: the losses handed to backward are divided by it, the class loss is not
-    quarter = [v / 4 for v in climbed]
+    quarter = [v / 4 for v in [0.7, 0.72, 0.69, 0.71] + climbed[4:]]  # the first 4: the untrained model's
     assert judge(Observation(fallback_classes=2), RunFacts(losses=quarter, backwards_before_first_update=4)).status == FAIL
+
+
+def test_each_training_loss_is_recorded_once_even_where_another_probe_wraps_its_tensors(checked):
+    """The first steps run under loss-shapes' tensor subclass, which dispatches F.cross_entropy back to its patched
+    name: one loss, one value (the climb's step numbers count updates)."""
+    (report,) = checked(FIXTURES / "divergence__broken_adam_climbs.py")
+    series = next(f for f in report.findings if f.probe == "divergence").series
+    losses, norms = series["class loss per step"], series["gradient norm per update (before clipping)"]
+    assert len(losses) == len(norms) == 48 and losses[0] != losses[1]

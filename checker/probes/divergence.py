@@ -11,10 +11,12 @@ Rule. Two ways a run diverges:
   before: the *onset* is the first update of the last stretch whose norms all stayed above 3 times the median of the
   updates before it. Non-finite from the first updates, or without growth first (a log(0), a division by zero, bad
   input data) is not a divergence: not applicable, and the ``non-finite`` probe's finding.
-* Its loss over k classes climbs to at least 3 times its first value (the untrained model's) and ends, over the last
-  fifth of the run, no better than chance (above 0.95 ln(k)): training made the model worse than a uniform guess.
-  The onset is the first step of the climb (from there on the loss stayed above twice its first value until its
-  peak). A spike that recovers below chance passes, and says so.
+* Its loss over k classes climbs to at least 3 times the untrained model's (the mean of the losses before the first
+  update) and ends, over the last fifth of the run, no better than chance (above 0.95 ln(k)): training made the
+  model worse than a uniform guess. The untrained loss must be a classifier's, at most 2 ln(k): a loss that begins
+  far above chance (inputs in raw units, a large initialisation: health's initial-loss finding) is noise no climb
+  can be measured from, and not judged. The onset is the first step of the climb (from there on the loss stayed
+  above twice the untrained one until its peak). A spike that recovers below chance passes, and says so.
 
 Why a correct script does not fail. A learning run's loss falls from about ln(k) and ends below it; transient spikes
 recover. Losses without a chance level (regression, reinforcement learning's temporal-difference losses, which grow
@@ -42,9 +44,11 @@ SYMPTOM_ID, SYMPTOM = "loss-climb", "a loss that climbs past its start"
 MIN_FINITE = 3  # finite updates before a non-finite one, for a growth to be measured
 GROWTH = 10.0  # the gradient norm's growth before a non-finite value that makes it a divergence
 ABOVE_MEDIAN = 3.0  # the onset: from there on, every norm stayed above this multiple of the median before it
-CLIMB = 3.0  # a class loss's peak, as a multiple of its first value
+CLIMB = 3.0  # a class loss's peak, as a multiple of the untrained model's
+START_BAND = 2.0  # an untrained classifier's loss starts at most this multiple of ln(k) (health's initial-loss band)
 CHANCE_MARGIN = 0.95  # ending above this share of ln(k) is no better than chance
 MIN_LOSSES = 10
+NORM_GREW = 2.0  # a climb's gradient norm, grown by this factor, is worth saying
 USES = (OWNER,)  # the model's class decisions, for a hand-written loss's number of classes
 
 
@@ -130,7 +134,8 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
         # model's output scores: the losses handed to backward, per batch
         obs.kind, obs.classes = None, obs.fallback_classes
         obs.losses = [None if v is None else v * facts.accumulation for v in facts.losses]
-        obs.loss_updates = []
+        obs.loss_updates = [0 if i < facts.accumulation else 1 for i in range(len(obs.losses))]  # before the first
+        # update: the backward passes it accumulated
         series["class loss per step"] = obs.losses
     return climb(obs, series)
 
@@ -179,16 +184,24 @@ def growth_onset(norms: list[float]) -> int:
 
 
 def climb(obs: Observation, series: dict) -> Finding:
-    """A loss over classes that climbed far above its start and ended no better than chance."""
-    values = [v for v in obs.losses if v is not None]
+    """A loss over classes that climbed far above the untrained model's and ended no better than chance."""
     if not obs.classes:
         return Finding(ID, TITLE, NOT_APPLICABLE, message="no training loss scores class labels: without a chance "
                                                           "level, only a non-finite run is judged")
+    pairs = [(v, u) for v, u in zip(obs.losses, obs.loss_updates or [0] + [1] * len(obs.losses)) if v is not None]
+    values = [v for v, _ in pairs]
     if len(values) < MIN_LOSSES:
         return Finding(ID, TITLE, NOT_APPLICABLE, f"{len(values)} losses", f"≥ {MIN_LOSSES}",
                        f"only {len(values)} training losses over classes: too few to tell a climb from noise", series)
-    k, first = obs.classes, values[0]
-    chance = math.log(k)
+    k, chance = obs.classes, math.log(obs.classes)
+    untrained = [v for v, updates in pairs if updates == 0] or values[:1]
+    first = sum(untrained) / len(untrained)
+    began = f"{first:.3g} (before the first update)"
+    if first > START_BAND * chance:
+        return Finding(ID, TITLE, NOT_APPLICABLE, f"start {first:.3g}", f"≤ {START_BAND:g} ln({k})",
+                       f"the loss began at {began}, far above chance (ln({k}) = {chance:.3g}): not an untrained "
+                       "classifier's start (see health's initial loss), so a climb cannot be told from where it began",
+                       series)
     peak = max(range(len(values)), key=values.__getitem__)
     tail = values[-max(2, len(values) // 5):]
     end = sum(tail) / len(tail)
@@ -196,25 +209,25 @@ def climb(obs: Observation, series: dict) -> Finding:
     measured, threshold = f"peak {ratio:.3g}× start", f"< {CLIMB:g}× or ends below ln({k})"
     if ratio < CLIMB:
         return Finding(ID, TITLE, PASS, measured, threshold,
-                       f"the loss never rose above {CLIMB:g} times its first value ({first:.3g}; peak {values[peak]:.3g}"
-                       f" at step {peak + 1})", series)
+                       f"the loss never rose above {CLIMB:g} times where it began, {began} (peak {values[peak]:.3g} at "
+                       f"step {peak + 1})", series)
     if end < CHANCE_MARGIN * chance:
         return Finding(ID, TITLE, PASS, measured, threshold,
-                       f"the loss spiked to {values[peak]:.3g} at step {peak + 1} ({ratio:.3g}× its first value "
-                       f"{first:.3g}) and recovered: it ends at {end:.3g}, below chance (ln({k}) = {chance:.3g})", series)
+                       f"the loss spiked to {values[peak]:.3g} at step {peak + 1} ({ratio:.3g}× where it began, "
+                       f"{began}) and recovered: it ends at {end:.3g}, below chance (ln({k}) = {chance:.3g})", series)
     onset = peak
     while onset > 0 and values[onset - 1] > 2 * first:
         onset -= 1
     grew = norm_growth(obs, onset, peak)
-    seen = (f"the loss climbed from {first:.3g} (step 1) to {values[peak]:.3g} (step {peak + 1}), rising from step "
-            f"{onset + 1} on, and ends at {end:.3g}, no better than chance (ln({k}) = {chance:.3g}){grew}")
+    seen = (f"the loss climbed from {began} to {values[peak]:.3g} (step {peak + 1}), rising from step {onset + 1} on, "
+            f"and ends at {end:.3g}, no better than chance (ln({k}) = {chance:.3g}){grew}")
     return Finding(ID, TITLE, FAIL, measured, threshold,
                    f"{seen}: training diverged from step {onset + 1} (updates too large for this model: a "
                    "learning rate too high, or gradients larger than meant) and left the model worse than a uniform guess", series, observed=seen)
 
 
 def norm_growth(obs: Observation, onset: int, peak: int) -> str:
-    """How the gradient norm moved over the climb, where updates were seen."""
+    """How the gradient norm grew over the climb, where updates were seen and it grew."""
     if not obs.loss_updates or not obs.grad_norms:
         return ""
     first = obs.loss_updates[min(onset, len(obs.loss_updates) - 1)]
@@ -222,4 +235,6 @@ def norm_growth(obs: Observation, onset: int, peak: int) -> str:
     norms = obs.grad_norms
     if first >= last or last >= len(norms) or norms[first] is None or norms[last] is None:
         return ""
+    if norms[last] < NORM_GREW * norms[first]:
+        return ""  # the climb came from steps of the same size (Adam's normalised ones): nothing to add
     return f"; the gradient norm went from {norms[first]:.3g} to {norms[last]:.3g} over the same steps"

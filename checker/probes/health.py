@@ -6,12 +6,15 @@ Criteria (each its own row; a criterion whose premise the run does not meet says
 * initial loss near ln(k): the first loss that a backward pass reached (a
   diagnostic ``print(loss_fn(model(x), y))`` is not training), of a cross-entropy,
   NLL or binary cross-entropy over class labels (averaged over the first losses
-  until 32 samples, at most 4: a batch of 4 alone is too noisy) (k classes; two for binary targets in {0, 1}),
+  until 32 samples, at most 4, before any update: a batch of 4 alone is too noisy,
+  and a loss after an update is no longer the untrained model's) (k classes; two for binary targets in {0, 1}),
   as a mean per target, is between half and twice ln(k). For a hand-written loss,
   the first backward's loss (times the accumulation factor) when the batch has
   integer labels the model's output scores (k outputs, or one logit and 0/1 labels);
 * training loss falls: the mean of the last fifth of the backward passes' losses
-  is at least 10 % of its size below the mean of the first fifth, for each
+  is at least 10 % of its size below the mean of the first fifth (any fall, where
+  the validation accuracy below passes: a short or slow run that learned; only for
+  the updater of the first training loss, whose model is the one validated), for each
   updater's stage, or 5 % where the fall is steady (the last fifth's mean below
   every one of at least 5 losses of the first fifth: a layer-local objective with a
   floor, trained full-batch, falls slowly but surely) and, for a loss over k class
@@ -83,7 +86,7 @@ class Observer:
 
         k = classes_of(call)
         samples = int(call.input.shape[0]) if getattr(call.input, "dim", lambda: 0)() else 1
-        entry = (call.kind, k, mean_per_target(call) if k else None, samples)
+        entry = (call.kind, k, mean_per_target(call) if k else None, samples, self.session.updates)
         output = call.output
         if not isinstance(output, torch.Tensor) or not output.requires_grad:
             return
@@ -102,8 +105,8 @@ class Observer:
             self.obs.first_loss = kind
             if classes:  # over at least INITIAL_SAMPLES samples: one batch of 4 is too noisy to judge
                 same, seen = [], 0
-                for entry in first[:INITIAL_LOSSES]:
-                    if entry[:2] != (kind, classes) or (same and seen >= INITIAL_SAMPLES):
+                for entry in first[:INITIAL_LOSSES]:  # the untrained model's: no update between them
+                    if entry[:2] != (kind, classes) or entry[4] != first[0][4] or (same and seen >= INITIAL_SAMPLES):
                         break
                     same.append(entry)
                     seen += entry[3]
@@ -160,9 +163,11 @@ def initial_loss(obs: Observation, facts: RunFacts) -> Finding:
                 f"first loss {initial:.3g} against ln({k}) = {expected:.3g}")
 
 
-def loss_falls(facts: RunFacts, classes: int | None = None) -> Finding:
+def loss_falls(facts: RunFacts, classes: int | None = None, learned: str = "") -> Finding:
     """Each updater's own losses (a teacher's, then a student's) must fall; the losses of stages are not mixed.
-    With ``classes`` (k, a loss over class labels), a slow steady fall must end below chance, ln(k)."""
+    With ``classes`` (k, a loss over class labels), a slow steady fall must end below chance, ln(k). ``learned``:
+    what shows the model learned (a validation accuracy well above chance), under which any fall of the first
+    training loss's updater is enough."""
     chance = math.log(classes) / max(1, facts.accumulation) if classes and classes >= 2 else None
     if facts.adversarial:
         return _row("loss-falls", None, "", "", "not judged: two optimizers take turns on disjoint parameters "
@@ -174,8 +179,12 @@ def loss_falls(facts: RunFacts, classes: int | None = None) -> Finding:
     if len(groups) > 1:
         groups.pop(-1, None)  # losses after the last update
     results, reached = [], None  # reached: the level an earlier updater's stage had settled at
-    for _, pairs in sorted(groups.items()):
+    scored = facts.loss_groups[0] if facts.loss_groups else -1  # the updater whose first loss scored the classes
+    for group, pairs in sorted(groups.items()):
         result = objective_falls(pairs, chance)
+        if result[0] is False and learned and group == scored and result[2] < result[1]:  # a short or slow run
+            # whose model did learn (another updater's model is not the one validated)
+            result = (True, result[1], result[2], f"{result[3]}: a slow fall, but {learned}")
         if result[0] is False and reached is not None and result[1] is not None \
                 and result[1] <= reached + FALL * abs(reached):
             result = (None, None, None, f"this stage began where an earlier one had settled ({result[1]:.3g}, "
@@ -258,11 +267,23 @@ def fall(values: list[float], chance: float | None = None) -> tuple[bool | None,
             f"mean training loss went from {start:.3g} to {end:.3g}" + (", steadily" if steady else ""))
 
 
+def val_accuracy(obs: Observation) -> Finding:
+    acc = obs.accuracy
+    if not acc:
+        return _row("val-accuracy", None, "", "", "not judged: no evaluation of class scores against labels")
+    accuracy, chance = acc["correct"] / acc["total"], acc["majority"] / acc["total"]
+    bar = chance + ABOVE_CHANCE * (1 - chance)
+    return _row("val-accuracy", accuracy >= bar, f"{accuracy:.3f}", f"≥ {bar:.3f}",
+                f"last validation: accuracy {accuracy:.3f}, chance {chance:.3f}")
+
+
 def judge(obs: Observation, facts: RunFacts) -> Finding:
     updates = facts.updates
+    accuracy = val_accuracy(obs)
+    learned = f"validation accuracy shows learning ({accuracy.message})" if accuracy.status == PASS else ""
     parts = [_row("training-ran", updates > 0, f"{updates} updates", "≥ 1",
                   "updates were made" if updates else "no optimizer step or manual update was observed"),
-             initial_loss(obs, facts), loss_falls(facts, obs.classes)]
+             initial_loss(obs, facts), loss_falls(facts, obs.classes, learned)]
 
     skipped, batches = facts.skipped_updates()
     if batches:
@@ -274,14 +295,7 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
     parts.append(_row("weights-finite", facts.params_finite, "finite" if facts.params_finite else "non-finite",
                       "finite", "final weights are finite" if facts.params_finite else "final weights hold NaN or inf"))
 
-    acc = obs.accuracy
-    if acc:
-        accuracy, chance = acc["correct"] / acc["total"], acc["majority"] / acc["total"]
-        bar = chance + ABOVE_CHANCE * (1 - chance)
-        parts.append(_row("val-accuracy", accuracy >= bar, f"{accuracy:.3f}", f"≥ {bar:.3f}",
-                          f"last validation: accuracy {accuracy:.3f}, chance {chance:.3f}"))
-    else:
-        parts.append(_row("val-accuracy", None, "", "", "not judged: no evaluation of class scores against labels"))
+    parts.append(accuracy)
 
     tampered = facts.tampered
     parts.append(_row("instrumentation-intact", not tampered, f"{len(tampered)} removed", "0",
