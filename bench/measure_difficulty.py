@@ -5,7 +5,8 @@ does, and tests/test_injected_bugs.py with its first seed), runs the planted scr
 checker (forked from warm servers, two at a time), and keeps what `kata new` makes of the two runs
 (katas.observation.describe): the difficulty, what differs visibly from the correct run, and the words. `kata bugs`,
 the catalogue pages and `kata interview --difficulty` read the difficulties; the tests compare them with fresh runs.
-Run from the repository root: `python bench/measure_difficulty.py` (about 5 minutes on 2 idle cores).
+Run from the repository root: `python bench/measure_difficulty.py` (about 5 minutes on 2 idle cores); `--bug ID`
+measures one bug against the correct runs the file keeps and merges it in.
 """
 from __future__ import annotations
 
@@ -38,10 +39,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2, help="checks side by side (default 2)")
     parser.add_argument("--out", type=Path, default=MEASURED)
+    parser.add_argument("--bug", action="append", choices=sorted(BUGS), metavar="ID",
+                        help="measure only this bug (repeatable), against the correct runs the file keeps, and merge "
+                             "its entries into the file")
     args = parser.parse_args()
     started = time.monotonic()
-    cases = [(bug, name, path) for bug in BUGS.values() for name, path in references().items()
+    chosen = [BUGS[bug] for bug in args.bug] if args.bug else list(BUGS.values())
+    cases = [(bug, name, path) for bug in chosen for name, path in references().items()
              if sites(bug, Context.of(path.read_text()))]
+    kept = json.loads(args.out.read_text()) if args.bug else None
     servers: queue.Queue = queue.Queue()
     for _ in range(args.workers):
         servers.put(WarmServer(child_env()))
@@ -57,7 +63,7 @@ def main() -> None:
         finally:
             servers.put(server)
 
-    jobs = [(name, path.read_text()) for name, path in references().items()]
+    jobs = [] if kept else [(name, path.read_text()) for name, path in references().items()]
     jobs += [(name, inject(bug, path.read_text(), SEED, path.name).source) for bug, name, path in cases]
     try:
         with ThreadPoolExecutor(max_workers=args.workers) as pool:
@@ -65,10 +71,14 @@ def main() -> None:
     finally:
         while not servers.empty():
             servers.get().close()
-    correct = dict(zip(references(), runs))
-    doc: dict = {"schema": SCHEMA, "seed": SEED, "references": {name: m.to_json() for name, m in correct.items()},
-                 "bugs": {}}
-    for (bug, name, _), kata in zip(cases, runs[len(correct):]):
+    if kept:
+        correct = {name: Measured.from_json(entry) for name, entry in kept["references"].items()}
+        doc: dict = {**kept, "bugs": {bug: refs for bug, refs in kept["bugs"].items() if bug not in args.bug}}
+    else:
+        correct = dict(zip(references(), runs))
+        doc = {"schema": SCHEMA, "seed": SEED, "references": {name: m.to_json() for name, m in correct.items()},
+               "bugs": {}}
+    for (bug, name, _), kata in zip(cases, runs[len(jobs) - len(cases):]):
         observation = describe(kata, correct[name], bug.difficulty)
         doc["bugs"].setdefault(bug.id, {})[name] = {"difficulty": observation.difficulty,
                                                     "shows": [s.value for s in observation.shows],

@@ -19,7 +19,8 @@ from checker.plan import Plan
 from checker.probes import BY_ID, PROBES
 from checker.runner import Limits, RankRun, Run
 
-SCHEMA = "torch-katas/check/6"  # its fields: docs/json.md; bumped whenever they change
+SCHEMA = "torch-katas/check/7"  # its fields: docs/json.md; bumped whenever they change
+STANDS_CUT_SHORT = ("divergence", "non-finite")  # probes judged on a run that raised (see before_stop)
 DIAGNOSIS, SYMPTOMS = "diagnosis", "symptoms"
 
 
@@ -42,6 +43,8 @@ class Report:
     stopped: dict | None = None  # where a break left training in the middle of a pass (see RunFacts.stopped)
     prefix: dict | None = None  # a prefix run (--steps, --epochs): what was asked, whether it was reached, what ran
     kata: BugStatus | None = None  # judged against an Expectation (a kata's bug, a task's bugs): their status
+    before_stop: list[Finding] = field(default_factory=list)  # a script that raised: the symptoms of what ran before
+    # (a divergence that ended in the script's own OverflowError), never a verdict
 
     def __post_init__(self) -> None:
         self.verdict = Verdict(self.verdict)
@@ -109,6 +112,7 @@ class Report:
             **({"prefix": self.prefix} if self.prefix is not None else {}),
             "disclosure": self.disclosure,
             "probes": [finding_json(f, self.disclosure) for f in self.findings],
+            "before_stop": [finding_json(f, self.disclosure) for f in self.before_stop],
             "output_tail": self.output,
             "output_truncated": self.output_truncated,
             "log": self.log_path,
@@ -168,6 +172,8 @@ def _judge(run: Run, script: str, device: str, limits: Limits, expect: Expectati
     failure = _failure(outcome, "the script")
     if failure:
         report.detail = outcome.get("traceback", "")
+        if outcome["status"] == "exception" and "facts" in run.record:
+            report.before_stop = before_stop(run.record)
         return _set(report, *failure)
     facts = RunFacts.from_json(run.record["facts"])
     if not facts.backwards and not facts.updates and run.forked:
@@ -269,6 +275,16 @@ def early_end(outcome: dict, facts: RunFacts, found: dict) -> str:
                     f"end its own schedule declares ({declared}): a break out of the training loop is not an "
                     f"ending ({seen(facts)})")
     return ""
+
+
+def before_stop(record: dict) -> list[Finding]:
+    """The symptoms of what a script that raised ran before it stopped, from the probes whose findings stand on a
+    run cut short (a divergence, a non-finite value: what happened, not whether it went on to learn)."""
+    facts = RunFacts.from_json(record["facts"])
+    if not facts.backwards and not facts.updates:
+        return []
+    return [finding for finding in (_judged(probe, record, facts) for probe in PROBES if probe.id in STANDS_CUT_SHORT)
+            if finding.status == FAIL]
 
 
 def _failure(outcome: dict, who: str) -> tuple[Verdict, str] | None:

@@ -13,6 +13,7 @@ import os
 import re
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 from rich import box
@@ -190,7 +191,9 @@ def found(report: Report, width: int, plotted: int | None = None) -> list:
                 grid.add_row("", Group(*[line for plot in plots for line in plot_lines(f"{plot.label}:", plot, room)]))
         blocks.append(grid)
         if plotted < len(full):
-            blocks.append(Text(f"(-v plots the evidence of the last {len(full) - plotted} symptoms too)", style="dim"))
+            left = len(full) - plotted
+            which = "the last symptom" if left == 1 else f"the last {left} symptoms"
+            blocks.append(Text(f"(-v plots the evidence of {which} too)", style="dim"))
     brief = [f for f in report.findings if f.status in (ADVICE, CANNOT_TELL) and f not in full]
     if brief:
         grid = status_grid([f.status for f in brief])
@@ -304,6 +307,9 @@ def closing(report: Report, width: int, command: str, injected: str | None, verb
     tail: list = [summary(report.findings, verbose, width)] if report.findings else []
     if report.detail:
         tail.append(Text(report.detail, style="red"))
+    if report.before_stop:
+        tail.append("[bold]Before it stopped, the run showed:[/]")
+        tail += found(replace(report, findings=report.before_stop), width, len(report.before_stop) if verbose else 0)
     if report.verdict in (Verdict.SCRIPT_FAILED, Verdict.TIMEOUT, Verdict.INTERRUPTED) and report.output.strip():
         tail.append("[dim]last lines the script printed:[/]")
         tail.append(Text("\n".join(report.output.rstrip().splitlines()[-15:]), style="dim"))

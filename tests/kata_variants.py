@@ -870,3 +870,21 @@ VARIANTS.update({
         },
     },
 })
+
+LEAK = "    x[:, -1] = cluster % NUM_CLASSES\n"  # the planted line in the classifier's make_data
+VARIANTS.update({
+    "label-leak": {
+        "ref": "classifier",
+        "fixes": {
+            "the column shuffled across samples": [(LEAK, LEAK + "    x[:, -1] = x[torch.randperm(n, generator=g), -1]\n")],
+            "the column refilled with noise": [(LEAK, LEAK + "    x[:, -1] = torch.randn(n, generator=g)\n")],
+            "the model reads every feature but the last": [
+                ("nn.Linear(NUM_FEATURES, width)", "nn.Linear(NUM_FEATURES - 1, width)"),
+                ("        h = self.stem(x)\n", "        h = self.stem(x[:, :-1])\n")],
+        },
+        "masks": {
+            "more jitter on the training set": [("jitter=0.3)", "jitter=1.0)")],
+            "the copy scaled down a thousandfold": [(LEAK, LEAK.replace("= cluster % NUM_CLASSES", "= (cluster % NUM_CLASSES) / 1000"))],
+        },
+    },
+})

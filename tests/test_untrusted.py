@@ -30,6 +30,7 @@ CASES = [
     ("syntax_error.py", [], 3, "line 3: syntax error"),
     ("import_error.py", [], 3, "ModuleNotFoundError: No module named 'torchvision_that_is_not_installed'; is it installed"),
     ("raises.py", [], 3, "the script raised FileNotFoundError: no config at config.yaml"),
+    ("diverges_then_overflows.py", [], 3, "the script raised OverflowError: math range error"),
     ("never_trains.py", [], 3, "no training was observed"),
     ("unbounded_loop.py", ["--idle", "3"], 4, "no progress for 3 s: is a loop unbounded?"),
     ("prints_forever.py", ["--timeout", "4"], 4, "did not finish within 4 s"),
@@ -128,6 +129,26 @@ def test_every_report_has_the_documented_shape(results):
         except Invalid as exc:
             invalid[name] = str(exc)
     assert invalid == {}
+
+
+def test_a_script_that_raised_after_training_began_says_what_ran_before_never_as_its_verdict(folder, results):
+    """The loss climbed for 20 steps before the script's own perplexity printout overflowed: the report is still
+    script-failed (exit 3), and its before_stop holds the divergence, with the step it began; a script that raised
+    before training holds none."""
+    done, _, _ = results
+    doc = json.loads(done["diverges_then_overflows.py"].stdout)
+    assert (doc["verdict"], doc["exit_code"], doc["probes"]) == ("script-failed", 3, [])
+    assert [(f["probe"], f["status"]) for f in doc["before_stop"]] == [("divergence", "fail")], doc["before_stop"]
+    assert "training diverged from step" in doc["before_stop"][0]["message"]
+    assert json.loads(done["raises.py"].stdout)["before_stop"] == []
+    shown = subprocess.run([sys.executable, "-m", "katas", "check", "diverges_then_overflows.py"], capture_output=True,
+                           text=True, timeout=120, cwd=folder, env={**os.environ, "COLUMNS": "80"})
+    lines = shown.stdout.splitlines()
+    assert shown.returncode == 3 and "Before it stopped, the run showed:" in lines, shown.stdout
+    said = lines.index("Before it stopped, the run showed:")
+    assert lines[said + 1].startswith("FAIL divergence"), shown.stdout
+    assert any(line.startswith("✗ the script raised OverflowError") for line in lines[said:]), shown.stdout
+    assert len(lines) <= 40 and max(map(len, lines)) <= 80, shown.stdout
 
 
 def test_a_crash_shows_the_scripts_own_frames_only(tmp_path):

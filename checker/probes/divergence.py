@@ -165,8 +165,9 @@ def non_finite(obs: Observation, bad_norm: int | None, bad_loss: int | None, ser
     seen = (f"the gradient norm grew from {since} to {before[peak]:.3g} at update {peak + 1}, and the run turned "
             f"non-finite at {where}")
     return Finding(ID, TITLE, FAIL, measured, threshold,
-                   f"{seen}: the divergence started at update {onset + 1}, not where the first NaN showed (updates too "
-                   "large for this model: a learning rate too high, gradients larger than meant, or an overflow)", series, observed=seen)
+                   f"{seen}: the divergence started at update {onset + 1}, not where the first NaN showed (updates "
+                   "too large for this model: a learning rate too high, gradients larger than meant, or an "
+                   "overflow)", series, observed=seen)
 
 
 def growth_onset(norms: list[float]) -> int:
@@ -223,7 +224,8 @@ def climb(obs: Observation, series: dict) -> Finding:
             f"and ends at {end:.3g}, no better than chance (ln({k}) = {chance:.3g}){grew}")
     return Finding(ID, TITLE, FAIL, measured, threshold,
                    f"{seen}: training diverged from step {onset + 1} (updates too large for this model: a "
-                   "learning rate too high, or gradients larger than meant) and left the model worse than a uniform guess", series, observed=seen)
+                   "learning rate too high, or gradients larger than meant) and left the model worse than a uniform "
+                   "guess", series, observed=seen)
 
 
 def norm_growth(obs: Observation, onset: int, peak: int) -> str:

@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 
 from checker.facts import RunFacts
 from checker.findings import ADVICE, CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
+from checker.probes._shared.layers import NORM_LAYERS, first_layer
 
 ID = "input-scale"
 TITLE = "inputs are on a unit scale"
@@ -67,9 +68,6 @@ FORWARDS = 16  # top-level forwards with autograd on whose first layer is measur
 THRESHOLD = 8.0  # RMS of the first layer's input above which a model fails
 FLOAT, INTEGER, NORMALISING, UNREAD, OTHER = "float", "integer", "normalising", "unread", "other"
 ADVICE_SHOWS = True  # its advice (raw units into a layer normalised straight after) is the raw-inputs bug's symptom
-NORM_LAYERS = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d",
-               "SyncBatchNorm", "LayerNorm", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
-               "LocalResponseNorm", "RMSNorm")
 
 
 @dataclass
@@ -169,15 +167,6 @@ class Observer:
             if s["kind"] == FLOAT and s["rms"] is not None:
                 row["rms"].append(s["rms"])
         return Observation(list(models.values()), len(self.samples))
-
-
-def first_layer(model):
-    """The first module of a compiled model that has parameters or normalises (hooks inside compiled code do not
-    run: its input is taken as the model's own, in registration order)."""
-    from torch import nn
-
-    return next((m for m in model.modules() if type(m).__name__ in NORM_LAYERS
-                 or any(isinstance(p, nn.Parameter) for p in m._parameters.values())), None)
 
 
 def median(values: list[float]) -> float:

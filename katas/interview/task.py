@@ -54,6 +54,11 @@ CONFLICTS |= {frozenset({"zero-grad", "accum-scale"}), frozenset({"clip-order", 
 CONFLICTS |= {frozenset({"no-step", other}) for other in ("ddp-module", "ddp-rank-seed")}
 CONFLICTS |= {frozenset({"ddp-no-sampler", other}) for other in ("ddp-rank-seed", "ddp-set-epoch")}
 CONFLICTS |= {frozenset({"ddp-metric", "metric-count"}), frozenset({"ddp-set-epoch", "no-shuffle"})}
+# A model that cannot learn (shifted labels, broadcast targets) sits at chance, where a rate too high has no fall to
+# undo and no climb to show; a detached body leaves a linear head, which tolerates the rate; without a step there
+# is no rate at all. Shifted labels no longer match the copy of the label a leak wrote into the inputs.
+CONFLICTS |= {frozenset({"lr-high", other}) for other in ("label-shift", "shape-broadcast", "detach", "no-step")}
+CONFLICTS |= {frozenset({"label-leak", "label-shift"})}
 
 
 class TaskError(ValueError):

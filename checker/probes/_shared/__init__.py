@@ -4,6 +4,6 @@ Each is a named helper module, not a probe: it is never in the report. A measure
 (``lm_trace.Trace``) is made once per session through ``session.shared(kind)`` and subscribes under its own
 owner name; the probes that read it list that name in ``USES``, so its errors are theirs.
 ``token_inputs`` (the token forwards the padding and batch probes replay), ``mode_ledger`` (which forwards ran
-dropout or batch norm in which mode) and ``replay`` (running a copy of the model quietly, on a forked random
-state) are plain helpers.
+dropout or batch norm in which mode), ``replay`` (running a copy of the model quietly, on a forked random
+state) and ``layers`` (which module is a model's first layer) are plain helpers.
 """
