@@ -174,6 +174,8 @@ def _judge(run: Run, script: str, device: str, limits: Limits, expect: Expectati
         report.detail = outcome.get("traceback", "")
         if outcome["status"] == "exception" and "facts" in run.record:
             report.before_stop = before_stop(run.record)
+        if plan.prefix and "facts" in run.record:  # what ran of the prefix asked for, before the script stopped
+            report.prefix = prefix_covered(plan, outcome, RunFacts.from_json(run.record["facts"]))
         return _set(report, *failure)
     facts = RunFacts.from_json(run.record["facts"])
     if not facts.backwards and not facts.updates and run.forked:

@@ -151,6 +151,15 @@ def test_a_script_that_raised_after_training_began_says_what_ran_before_never_as
     assert len(lines) <= 40 and max(map(len, lines)) <= 80, shown.stdout
 
 
+def test_a_prefix_run_that_raised_says_how_far_it_got(folder):
+    """--steps 40 on a script that raises at its 20th update: script-failed, and the prefix it covered is there."""
+    done = kata_check(folder, "diverges_then_overflows.py", ["--steps", "40"])
+    doc = json.loads(done.stdout)
+    assert (doc["verdict"], doc["exit_code"]) == ("script-failed", 3), doc["problem"]
+    assert doc["prefix"] == {"asked": "--steps 40", "reached": False, "updates": 20, "passes": 0}, doc["prefix"]
+    validate(doc)
+
+
 def test_a_crash_shows_the_scripts_own_frames_only(tmp_path):
     """Cold, with the scratch folder the script runs in inside the script's own folder: what ran the script (the
     checker, runpy) is never shown, its own frames and its module's are."""
