@@ -172,10 +172,11 @@ def _judge(run: Run, script: str, device: str, limits: Limits, expect: Expectati
     failure = _failure(outcome, "the script")
     if failure:
         report.detail = outcome.get("traceback", "")
-        if outcome["status"] == "exception" and "facts" in run.record:
-            report.before_stop = before_stop(run.record)
-        if plan.prefix and "facts" in run.record:  # what ran of the prefix asked for, before the script stopped
-            report.prefix = prefix_covered(plan, outcome, RunFacts.from_json(run.record["facts"]))
+        ran = RunFacts.from_json(run.record["facts"]) if "facts" in run.record else None
+        if ran is not None and outcome["status"] == "exception":
+            report.before_stop = before_stop(run.record, ran)
+        if ran is not None and plan.prefix:  # what ran of the prefix asked for, before the script stopped
+            report.prefix = prefix_covered(plan, outcome, ran)
         return _set(report, *failure)
     facts = RunFacts.from_json(run.record["facts"])
     if not facts.backwards and not facts.updates and run.forked:
@@ -279,10 +280,9 @@ def early_end(outcome: dict, facts: RunFacts, found: dict) -> str:
     return ""
 
 
-def before_stop(record: dict) -> list[Finding]:
+def before_stop(record: dict, facts: RunFacts) -> list[Finding]:
     """The symptoms of what a script that raised ran before it stopped, from the probes whose findings stand on a
     run cut short (a divergence, a non-finite value: what happened, not whether it went on to learn)."""
-    facts = RunFacts.from_json(record["facts"])
     if not facts.backwards and not facts.updates:
         return []
     return [finding for finding in (_judged(probe, record, facts) for probe in PROBES if probe.id in STANDS_CUT_SHORT)

@@ -91,7 +91,7 @@ class Stream:
             self.done = True
             return
         rows = rows[:, self.candidates]
-        present, inverse = labels.unique(return_inverse=True)
+        present, inverse, counts = labels.unique(return_inverse=True, return_counts=True)
         index = inverse[:, None].expand(-1, rows.shape[1])
         low = torch.full((len(present), rows.shape[1]), float("inf"), dtype=torch.float64)
         high = torch.full_like(low, float("-inf"))
@@ -109,7 +109,7 @@ class Stream:
             ordered = values.sort(0).values
             keep &= (ordered[1:] != ordered[:-1]).all(0)  # different classes, different values
         self.candidates, self.values = self.candidates[keep], values[:, keep]
-        for label, count in zip(*(t.tolist() for t in labels.unique(return_counts=True))):
+        for label, count in zip(present.tolist(), counts.tolist()):
             self.counts[label] = self.counts.get(label, 0) + count
         self.samples += len(labels)
         self.read += 1
