@@ -178,6 +178,7 @@ import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
 
+torch.manual_seed(0)  # the model's initialisation too: a script whose verdict is the same on every run
 g = torch.Generator().manual_seed(0)
 x = torch.randn(512, 8, generator=g)
 y = (x[:, 0] + x[:, 1] > 0).long()
