@@ -62,6 +62,7 @@ from checker.probes import (
     tied_weights,
     train_mode,
     updates_applied,
+    val_leak,
     worker_rng,
 )
 
@@ -86,6 +87,7 @@ MODULES = (
     epoch_order,
     label_alignment,
     label_leak,
+    val_leak,
     input_scale,
     decay_groups,
     pad_targets,

@@ -1,0 +1,295 @@
+"""val-leak: no evaluation item is a training item.
+
+Observed. For every DataLoader, at its first batch, the items its dataset stores: after unwrapping ``Subset`` (and a
+``SubsetRandomSampler``'s indices, where the loader draws through one), the tensors (NumPy arrays, lists of numbers)
+the dataset holds whose first dimension is its length, and its variable-length sequences (a list of 1-D tensors, one
+per item). An item's *content* is its row of the widest of them (the most values per item: the inputs, not the
+labels); a row is fingerprinted by its bytes, so that two items are *identical* when their stored inputs are equal
+bit for bit. Nothing is fetched through ``__getitem__`` and no random number is drawn.
+
+Rule. The items of each evaluation loader (one whose batches were never trained on) are compared with the items of
+the training loaders. The *baseline* is the share of training items that equal another training item: a data set
+with repeated rows (categorical tables) shows about as many repeats between two honest splits. The probe fails when
+at least 16 evaluation items are identical to training items, beyond the baseline by more than chance allows
+(4 standard deviations) and by at least 10 % of the evaluation set: the evaluation measures how well the model
+remembers items it was trained on, not how it does on new ones. Two splits drawn with overlapping indices or the
+same seed, a table split after its rows were duplicated, a test set built from the training arrays: all look alike.
+
+Why a correct script does not fail. Honest splits share no stored item beyond the repeats the data set holds anyway.
+An evaluation that runs on the training items themselves (the training loader, its dataset, or the very same tensors
+given to another loader: a training accuracy) is not a validation and is not judged, nor is an evaluation made of
+every training item beside another, held-out, evaluation set (a training accuracy on a copy without augmentation).
+A data set whose training items mostly repeat each other (more than half) cannot be judged by its items.
+
+Known limits. Items are compared as stored: a copy augmented, noised, cropped or re-encoded is not identical and is
+not seen, and neither is a leak through items read from files or made by code (no stored tensor of the dataset's
+length: not judged). Data sets of more than 1,000,000 items or 1 GiB of stored inputs are not read. Loops that slice
+tensors by hand, with no DataLoader, are not judged.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from checker.events import Event
+from checker.facts import RunFacts
+from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
+
+ID = "val-leak"
+TITLE = "evaluation items are not training items"
+SYMPTOM_ID, SYMPTOM = "shared-items", "evaluation items that are also training items"
+MIN_SHARED = 16  # identical items, beyond the baseline, for a leak
+MIN_EXCESS = 0.10  # of the evaluation set, beyond the baseline
+SIGMAS = 4.0  # beyond the baseline by more than chance allows
+MAX_REPEATS = 0.5  # a training set whose items mostly repeat each other cannot be judged by its items
+COVERS = 0.95  # an evaluation set holding this share of the training items is a training accuracy beside a held-out one
+MAX_ITEMS, MAX_BYTES = 1_000_000, 1 << 30
+MAX_STORED = 16  # attributes looked at per dataset
+CHUNK = 8192  # rows fingerprinted at once
+
+
+@dataclass
+class Observation:
+    # "training": per training DataLoader, {"dataset" (class name), "source" (the store fingerprinted, "" when none
+    # could be), "items", "why" (why not)}; "evaluations": per evaluation DataLoader, the same and "own" (it reads
+    # the training loaders' very items: the same store, a subset of the same indices), "shared" (its items identical
+    # to a training item), "repeats" (the share of training items equal to another training item), "expected"
+    # (shared items the repeats explain), "train_items", "leaks" (beyond the baseline: see the rule), "covers" (it
+    # holds nearly every training item)
+    training: list[dict] = field(default_factory=list)
+    evaluations: list[dict] = field(default_factory=list)
+
+
+class Observer:
+    def __init__(self, session):
+        self.session = session
+        self.read: dict[int, dict] = {}
+        self._cache: dict[int, tuple] = {}  # id(dataset) -> (a weak reference to it, its store's reading)
+        session.on(Event.BATCH, ID, self.on_batch)
+
+    def on_batch(self, batch) -> None:
+        observed = self.session.current
+        if observed is None or observed.loader in self.read:
+            return
+        loader = observed.ref() if observed.ref is not None else None
+        try:
+            self.read[observed.loader] = self.items(loader)
+        except Exception as exc:  # a dataset of a shape this rule does not read: say so, never fail the script for it
+            self.read[observed.loader] = {"source": "", "why": f"its dataset could not be read ({type(exc).__name__})"}
+
+    def items(self, loader) -> dict:
+        """What one loader's dataset stores, item by item (fingerprints), or why it cannot be read."""
+        import weakref
+
+        from torch.utils.data import IterableDataset, Subset, SubsetRandomSampler
+
+        if loader is None:
+            return {"source": "", "why": "the DataLoader was gone before it could be read"}
+        dataset, indices = loader.dataset, None
+        if isinstance(dataset, IterableDataset):
+            return {"source": "", "why": f"{type(dataset).__name__} is an IterableDataset (no stored items)"}
+        if isinstance(loader.sampler, SubsetRandomSampler):
+            indices = [int(i) for i in loader.sampler.indices]
+        while isinstance(dataset, Subset):
+            inner = [int(i) for i in dataset.indices]
+            indices = inner if indices is None else [inner[i] for i in indices]
+            dataset = dataset.dataset
+        cached = self._cache.get(id(dataset))
+        if cached is not None and cached[0]() is dataset:
+            store = cached[1]
+        else:
+            store = store_of(dataset)
+            try:
+                self._cache[id(dataset)] = (weakref.ref(dataset), store)
+            except TypeError:  # an object without weak references is read again for each loader
+                pass
+        if not store["source"]:
+            return store
+        prints = store["prints"] if indices is None else [store["prints"][i] for i in indices]
+        return {**store, "items": len(prints), "prints": prints, "indices": indices}
+
+    def summary(self) -> Observation:
+        train = self.session.training_loaders()
+        evaluated = {p.loader for p in self.session.passes if p.batches and self.session.role(p.index) == "eval"}
+        public = ("dataset", "source", "items", "why")
+        training = distinct(self.read[k] for k in sorted(self.read) if k in train)
+        readable = [row for row in training if row["source"]]
+        evaluations = []
+        for row in distinct(self.read[k] for k in sorted(self.read) if k in evaluated and k not in train):
+            out = {"dataset": "", "items": 0, **{k: row.get(k) for k in public if k in row}}
+            if row["source"] and readable:
+                out["own"] = any(own(row, t) for t in readable)
+                out.update(compare(readable, row))
+            evaluations.append(out)
+        return Observation([{"dataset": "", "items": 0, **{k: row[k] for k in public if k in row}}
+                            for row in training], evaluations)
+
+
+def distinct(rows) -> list[dict]:
+    """The rows, once per set of items read (a DataLoader made anew each epoch reads the same items each time)."""
+    seen: dict = {}
+    for row in rows:
+        key = (row["identity"], None if row["indices"] is None else tuple(row["indices"])) if row["source"] \
+            else ("", row["why"])
+        seen.setdefault(key, row)
+    return list(seen.values())
+
+
+def own(held: dict, train: dict) -> bool:
+    """Whether ``held`` reads ``train``'s very items: the same store, and indices among the training ones."""
+    if held["identity"] != train["identity"]:
+        return False
+    return train["indices"] is None or (held["indices"] is not None and set(held["indices"]) <= set(train["indices"]))
+
+
+def store_of(dataset) -> dict:
+    """The dataset's widest per-item store, fingerprinted item by item."""
+    import torch
+
+    name = type(dataset).__name__
+    try:
+        n = len(dataset)
+    except TypeError:
+        return {"source": "", "why": f"{name} has no length"}
+    if n == 0:
+        return {"source": "", "why": f"{name} is empty"}
+    if n > MAX_ITEMS:
+        return {"source": "", "why": f"{name} holds {n} items (more than {MAX_ITEMS:,} are not read)"}
+    best = None  # (values per item, attribute, tensor or list of sequences)
+    for attr, value in stored(dataset, n):
+        if isinstance(value, torch.Tensor):
+            width = value[0].numel()
+        else:
+            width = max(len(v) for v in value[:64]) + 0.5  # a sequence store outranks a table of as many columns
+        if best is None or width > best[0]:
+            best = (width, attr, value)
+    if best is None:
+        return {"source": "", "why": (f"{name} stores no tensor of its length (its items come from files, Python "
+                                      "objects or code): they are out of sight")}
+    _, attr, value = best
+    if isinstance(value, torch.Tensor):
+        if value.numel() * value.element_size() > MAX_BYTES:
+            return {"source": "", "why": f"{name}.{attr} holds more than {MAX_BYTES >> 30} GiB (not read)"}
+        prints = table_prints(value)
+        identity = f"{value.data_ptr()}:{tuple(value.shape)}:{value.stride()}:{value.dtype}"
+    else:
+        prints = [hash((str(v.dtype), tuple(v.shape), v.numpy().tobytes())) if isinstance(v, torch.Tensor)
+                  else hash(tuple(v)) for v in value]
+        identity = f"{id(value)}:{len(value)}"
+    return {"dataset": name, "source": f"{name}.{attr}", "why": "", "identity": identity, "prints": prints}
+
+
+def stored(dataset, n: int):
+    """(attribute, value) of each tensor (NumPy array, list of numbers) of ``n`` rows the dataset holds, or in a
+    tuple or list it holds (``TensorDataset.tensors``), and of each list of ``n`` variable-length sequences."""
+    import torch
+
+    for name, value in list(vars(dataset).items())[:MAX_STORED] if hasattr(dataset, "__dict__") else []:
+        held = [(f"{name}[{i}]", v) for i, v in enumerate(value[:MAX_STORED])] \
+            if isinstance(value, (tuple, list)) and len(value) != n else [(name, value)]
+        for label, v in held:
+            if isinstance(v, (list, tuple)) and len(v) == n and sequences(v):
+                yield label, v
+                continue
+            try:
+                t = v if isinstance(v, torch.Tensor) else torch.as_tensor(v) \
+                    if hasattr(v, "__array__") or (isinstance(v, (list, tuple)) and v and isinstance(v[0], (int, float))) \
+                    else None
+            except (TypeError, ValueError, RuntimeError):
+                continue
+            if t is not None and t.layout == torch.strided and t.dim() >= 1 and t.shape[0] == n \
+                    and not t.is_complex() and t.device.type != "meta":
+                yield label, t
+
+
+def sequences(value) -> bool:
+    """A list of 1-D tensors or of lists of numbers, not all of one length (judged by the first 64)."""
+    import torch
+
+    head = value[:64]
+    if all(isinstance(v, torch.Tensor) and v.dim() == 1 and v.layout == torch.strided for v in head) \
+            or all(isinstance(v, (list, tuple)) and v and isinstance(v[0], (int, float)) for v in head):
+        return len({len(v) for v in head}) > 1
+    return False
+
+
+def table_prints(t) -> list[int]:
+    """One 64-bit fingerprint per row of ``t``, from the row's bytes: equal rows, equal fingerprints."""
+    import torch
+
+    n = t.shape[0]
+    g = torch.Generator().manual_seed(0x5EED)  # a generator of its own: the script's random streams are untouched
+    prints: list[int] = []
+    multipliers = None
+    for start in range(0, n, CHUNK):
+        rows = t[start:start + CHUNK].detach().to("cpu").reshape(min(CHUNK, n - start), -1).contiguous()
+        if rows.dtype == torch.bool:
+            rows = rows.view(torch.uint8)
+        raw = rows.view(torch.uint8)
+        pad = (-raw.shape[1]) % 8
+        if pad:
+            raw = torch.nn.functional.pad(raw, (0, pad))
+        words = raw.contiguous().view(torch.int64)
+        if multipliers is None:
+            multipliers = torch.randint(-(1 << 62), 1 << 62, (2, words.shape[1]), generator=g, dtype=torch.int64) | 1
+        first = (words * multipliers[0]).sum(1)
+        second = ((words ^ (0x9E3779B97F4A7C15 - (1 << 64))) * multipliers[1]).sum(1)  # a second, unrelated hash
+        prints += (first * 1_000_003 + second).tolist()
+    return prints
+
+
+def compare(train: list[dict], held: dict) -> dict:
+    """How many of ``held``'s items are training items, against the training items' own repeats."""
+    from collections import Counter
+
+    counts = Counter(p for row in train for p in row["prints"])
+    items = sum(counts.values())
+    repeats = sum(c for c in counts.values() if c > 1) / items if items else 0.0
+    shared = sum(1 for p in held["prints"] if p in counts)
+    m = len(held["prints"])
+    expected = repeats * m
+    spread = SIGMAS * math.sqrt(max(m * repeats * (1 - repeats), 1.0))
+    return {"shared": shared, "train_items": items, "repeats": repeats, "expected": expected,
+            "leaks": shared >= MIN_SHARED and shared - expected >= spread and shared / m - repeats >= MIN_EXCESS,
+            "covers": len(set(held["prints"]) & counts.keys()) >= COVERS * len(counts)}
+
+
+def judge(obs: Observation, facts: RunFacts) -> Finding:
+    readable = [row for row in obs.training if row["source"]]
+    if not obs.training:
+        return Finding(ID, TITLE, NOT_APPLICABLE, message="not judged: no DataLoader fed training",
+                       observed="no DataLoader fed training")
+    if not readable:
+        why = f"the training items cannot be read: {obs.training[0]['why']}"
+        return Finding(ID, TITLE, NOT_APPLICABLE, message=f"not judged: {why}", observed=why)
+    compared = [row for row in obs.evaluations if "shared" in row and not row["own"]]
+    if not compared:
+        own = any(row.get("own") for row in obs.evaluations)
+        why = ("the only evaluation runs on the training items themselves (a training accuracy, not a validation)"
+               if own else f"no evaluation DataLoader's items could be read: {obs.evaluations[0]['why']}"
+               if obs.evaluations else "no DataLoader was evaluated apart from training")
+        return Finding(ID, TITLE, NOT_APPLICABLE, message=f"not judged: {why}", observed=why)
+    repeats = compared[0]["repeats"]
+    if repeats > MAX_REPEATS:
+        why = (f"{repeats:.0%} of the training items repeat another training item: identical items are no sign of a "
+               "leak in such data")
+        return Finding(ID, TITLE, CANNOT_TELL, f"{repeats:.0%} repeats", f"≤ {MAX_REPEATS:.0%}",
+                       f"cannot tell: {why}", observed=why)
+    held_out = any(not row["leaks"] for row in compared)
+    leaking = [row for row in compared if row["leaks"] and not (held_out and row["covers"])]
+    if leaking:
+        row = max(leaking, key=lambda r: r["shared"] / r["items"])
+        share = row["shared"] / row["items"]
+        base = f"; {row['repeats']:.1%} of the training items repeat one another" if row["repeats"] else ""
+        seen = (f"{row['shared']} of the {row['items']} items evaluated ({share:.0%}) are identical to items trained "
+                f"on{base}")
+        return Finding(ID, TITLE, FAIL, f"{share:.0%} shared", f"≤ {row['repeats']:.0%}",
+                       f"{row['shared']} of the {row['items']} items of the evaluation set ({row['source']}) are "
+                       f"identical, stored input for stored input, to some of the {row['train_items']} training "
+                       f"items{base}: the evaluation measures how well the model remembers its training data, not how "
+                       "it does on data it has not seen", observed=seen)
+    shared = sum(row["shared"] for row in compared)
+    items = sum(row["items"] for row in compared)
+    return Finding(ID, TITLE, PASS, f"{shared} shared", f"≤ {repeats:.0%}",
+                   f"{shared} of {items} evaluated items are identical to training items "
+                   f"({compared[0]['train_items']} training items compared)")
