@@ -161,11 +161,13 @@ def store_of(dataset) -> dict:
             width = value[0].numel()
         else:
             width = max(len(v) for v in value[:64]) + 0.5  # a sequence store outranks a table of as many columns
+        if width < 2:
+            continue  # one value per item: a label (or an index), not an input
         if best is None or width > best[0]:
             best = (width, attr, value)
     if best is None:
-        return {"source": "", "why": (f"{name} stores no tensor of its length (its items come from files, Python "
-                                      "objects or code): they are out of sight")}
+        return {"source": "", "why": (f"{name} stores no inputs of its length, only labels or nothing (its items come "
+                                      "from files, Python objects or code): they are out of sight")}
     _, attr, value = best
     if isinstance(value, torch.Tensor):
         if value.numel() * value.element_size() > MAX_BYTES:
@@ -173,8 +175,8 @@ def store_of(dataset) -> dict:
         prints = table_prints(value)
         identity = f"{value.data_ptr()}:{tuple(value.shape)}:{value.stride()}:{value.dtype}"
     else:
-        prints = [hash((str(v.dtype), tuple(v.shape), v.numpy().tobytes())) if isinstance(v, torch.Tensor)
-                  else hash(tuple(v)) for v in value]
+        prints = [hash((str(v.dtype), tuple(v.shape), v.detach().cpu().numpy().tobytes())) if isinstance(v, torch.Tensor)
+                  else hash(v) if isinstance(v, (str, bytes)) else hash(tuple(v)) for v in value]
         identity = f"{id(value)}:{len(value)}"
     return {"dataset": name, "source": f"{name}.{attr}", "why": "", "identity": identity, "prints": prints}
 
@@ -188,7 +190,7 @@ def stored(dataset, n: int):
         held = [(f"{name}[{i}]", v) for i, v in enumerate(value[:MAX_STORED])] \
             if isinstance(value, (tuple, list)) and len(value) != n else [(name, value)]
         for label, v in held:
-            if isinstance(v, (list, tuple)) and len(v) == n and sequences(v):
+            if isinstance(v, (list, tuple)) and len(v) == n and (sequences(v) or texts(v)):
                 yield label, v
                 continue
             try:
@@ -200,6 +202,11 @@ def stored(dataset, n: int):
             if t is not None and t.layout == torch.strided and t.dim() >= 1 and t.shape[0] == n \
                     and not t.is_complex() and t.device.type != "meta":
                 yield label, t
+
+
+def texts(value) -> bool:
+    """A list of strings or bytes (judged by the first 64): raw texts, one per item."""
+    return all(isinstance(v, (str, bytes)) for v in value[:64])
 
 
 def sequences(value) -> bool:
@@ -239,19 +246,25 @@ def table_prints(t) -> list[int]:
 
 
 def compare(train: list[dict], held: dict) -> dict:
-    """How many of ``held``'s items are training items, against the training items' own repeats."""
+    """How many of ``held``'s items are training items, against the training items' own repeats (within each
+    training store: a script that builds its training set again, after a restart, repeats nothing)."""
     from collections import Counter
 
-    counts = Counter(p for row in train for p in row["prints"])
-    items = sum(counts.values())
-    repeats = sum(c for c in counts.values() if c > 1) / items if items else 0.0
-    shared = sum(1 for p in held["prints"] if p in counts)
+    union: set[int] = set()
+    repeated = items = 0
+    for row in train:
+        counts = Counter(row["prints"])
+        repeated += sum(c for c in counts.values() if c > 1)
+        items += len(row["prints"])
+        union.update(counts)
+    repeats = repeated / items if items else 0.0
+    shared = sum(1 for p in held["prints"] if p in union)
     m = len(held["prints"])
     expected = repeats * m
     spread = SIGMAS * math.sqrt(max(m * repeats * (1 - repeats), 1.0))
-    return {"shared": shared, "train_items": items, "repeats": repeats, "expected": expected,
+    return {"shared": shared, "train_items": len(union), "repeats": repeats, "expected": expected,
             "leaks": shared >= MIN_SHARED and shared - expected >= spread and shared / m - repeats >= MIN_EXCESS,
-            "covers": len(set(held["prints"]) & counts.keys()) >= COVERS * len(counts)}
+            "covers": len(set(held["prints"]) & union) >= COVERS * len(union)}
 
 
 def judge(obs: Observation, facts: RunFacts) -> Finding:
