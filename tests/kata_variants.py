@@ -888,3 +888,26 @@ VARIANTS.update({
         },
     },
 })
+
+DRAWN = "    val_x, val_y = make_data(1024, seed=1)\n"  # the planted line in the classifier's main
+TRAIN_DRAWN = "    x, y = make_data(1024, seed=1)\n"
+VARIANTS.update({
+    "val-leak": {
+        "ref": "classifier",
+        "fixes": {
+            "one draw split into disjoint parts": [
+                (TRAIN_DRAWN, "    x, y = make_data(1524, seed=1)\n"
+                              "    x, y, val_x, val_y = x[:1024], y[:1024], x[1024:], y[1024:]\n"),
+                (DRAWN, "")],
+            "the training set drawn from another seed instead": [(TRAIN_DRAWN, TRAIN_DRAWN.replace("seed=1", "seed=7"))],
+            "validation drawn from a seed of its own, as large as training": [(DRAWN, DRAWN.replace("seed=1", "seed=99"))],
+        },
+        "masks": {
+            "the validation samples shuffled": [(DRAWN, DRAWN + "    order = torch.randperm(len(val_y))\n"
+                                                        "    val_x, val_y = val_x[order], val_y[order]\n")],
+            "half the validation set fresh": [(DRAWN, DRAWN + "    fresh_x, fresh_y = make_data(500, seed=2)\n"
+                                                      "    val_x, val_y = torch.cat([val_x[:500], fresh_x]), "
+                                                      "torch.cat([val_y[:500], fresh_y])\n")],
+        },
+    },
+})

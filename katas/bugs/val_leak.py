@@ -58,7 +58,7 @@ class DrawValidationFromTraining(Operator):
         return found
 
     def sites(self, ctx: Context) -> list[Site]:
-        return [Site(f"val-leak:{ctx.where(later)}", later) for _, later in self.pairs(ctx)]
+        return [Site(f"val-leak:{ctx.where(later)}:{ctx.code(later)}", later) for _, later in self.pairs(ctx)]
 
     def mutate(self, ctx: Context, site: Site):
         first = next(first for first, later in self.pairs(ctx) if later is site.node)
