@@ -126,8 +126,8 @@ BUG = Bug(
     id="val-leak",
     title="Validation samples drawn from the training data",
     difficulty="hard",
-    observe=("Validation looks at least as good as training from the first epoch on, and would not hold on data the "
-             "model has never seen."),
+    observe=("Nothing looks wrong: the loss falls, and the validation figures are as good as training's or better "
+             "from the first epoch on."),
     hints=(
         "Where do the validation samples come from, and where do the training samples come from?",
         "Could a validation sample also be a training sample? Compare the two sets item by item.",
