@@ -21,7 +21,9 @@ a test set built from the training arrays or folder: all look alike.
 Why a correct script does not fail. Honest splits share no stored item beyond the repeats the data set holds anyway.
 An evaluation that runs on the training items themselves (the training loader, its dataset, a subset of its indices:
 a training accuracy) is not a validation and is not judged, nor is an evaluation of every training item beside
-another, held-out, evaluation set (a training accuracy on a copy without augmentation). A training set built again
+another, held-out, evaluation set (a training accuracy on a copy without augmentation). Each evaluation is compared with
+the training of the models it evaluated (all training, when it evaluated none that trained: an averaged copy):
+cross-validation, each fold's model trained on the other folds, is judged fold by fold. A training set built again
 (after a restart) repeats nothing. A data set whose training items mostly repeat each other (more than half) cannot
 be judged by its items.
 
@@ -113,14 +115,25 @@ class Observer:
         return {**store, "items": len(prints), "prints": prints, "indices": indices}
 
     def summary(self) -> Observation:
-        train = self.session.training_loaders()
-        evaluated = {p.loader for p in self.session.passes if p.batches and self.session.role(p.index) == "eval"}
+        session = self.session
+        train = session.training_loaders()
+        evaluated = {p.loader for p in session.passes if p.batches and session.role(p.index) == "eval"}
+        models: dict[int, set[int]] = {}  # loader -> the models its batches were fed to
+        for forward in session.forwards:
+            if forward.pass_index is not None:
+                models.setdefault(session.passes[forward.pass_index].loader, set()).add(forward.module)
         public = ("dataset", "source", "items", "why")
-        training = distinct(self.read[k] for k in sorted(self.read) if k in train)
-        readable = [row for row in training if row["source"]]
+        train_keys = [k for k in sorted(self.read) if k in train]
+        training = distinct(self.read[k] for k in train_keys)
         evaluations = []
         for row in distinct(self.read[k] for k in sorted(self.read) if k in evaluated and k not in train):
             out = {"dataset": "", "items": 0, **{k: row.get(k) for k in public if k in row}}
+            # compared with the training of the models it evaluated (k-fold: each fold's model, its own training
+            # items); with all training when it evaluated none of them (an averaged copy of the model)
+            same = [k for k in sorted(self.read) if k in evaluated and key_of(self.read[k]) == key_of(row)]
+            judged = set().union(*(models.get(k, set()) for k in same))
+            related = [k for k in train_keys if models.get(k, set()) & judged] or train_keys
+            readable = [r for r in distinct(self.read[k] for k in related) if r["source"]]
             if row["source"] and readable:
                 out["own"] = any(own(row, t) for t in readable)
                 out.update(compare(readable, row))
@@ -129,13 +142,18 @@ class Observer:
                             for row in training], evaluations)
 
 
+def key_of(row: dict) -> tuple:
+    """What identifies the items a loader read: its store and the indices it drew from it."""
+    if not row["source"]:
+        return ("", row["why"])
+    return row["identity"], None if row["indices"] is None else tuple(row["indices"])
+
+
 def distinct(rows) -> list[dict]:
     """The rows, once per set of items read (a DataLoader made anew each epoch reads the same items each time)."""
     seen: dict = {}
     for row in rows:
-        key = (row["identity"], None if row["indices"] is None else tuple(row["indices"])) if row["source"] \
-            else ("", row["why"])
-        seen.setdefault(key, row)
+        seen.setdefault(key_of(row), row)
     return list(seen.values())
 
 
