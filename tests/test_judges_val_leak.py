@@ -8,7 +8,7 @@ import torch
 from torch.utils.data import Dataset, TensorDataset
 
 from checker.facts import RunFacts
-from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS
+from checker.findings import ADVICE, CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS
 from checker.probes.val_leak import Observation, compare, judge, store_of, table_prints
 
 
@@ -72,6 +72,9 @@ def test_the_store_is_the_widest_per_item_input_never_the_labels():
     images = np.random.default_rng(0).integers(0, 256, (50, 4, 4, 3), dtype=np.uint8)
     arrays = store_of(Arrays(images, y.numpy(), torch.arange(50)))
     assert arrays["source"] == "Arrays.images" and len(set(arrays["prints"])) == 50
+    volumes = [(np.full((2, 2), i % 25, dtype=np.float32), np.zeros(2), {"id": i % 25}) for i in range(50)]
+    records = store_of(Texts(volumes, y))  # a list of (image, mask, meta) records
+    assert records["source"] == "Texts.texts" and len(set(records["prints"])) == 25
     ragged = store_of(Texts([torch.arange(i % 7 + 2) for i in range(50)], y))
     assert ragged["source"] == "Texts.texts" and len(set(ragged["prints"])) == 7
 
@@ -100,6 +103,10 @@ def evaluation(train_prints, held_prints, own=False, source="TensorDataset.tenso
         | ({} if own else compare([row(train_prints)], held))
 
 
+def unread(why="ImageFolder stores no inputs", own=False):
+    return {"dataset": "", "source": "", "items": 0, "why": why, "own": own}
+
+
 def test_the_judge_fails_a_shared_evaluation_and_passes_a_held_out_one():
     train = list(range(512))
     obs = Observation([row(train)], [evaluation(train, list(range(300, 556)))])
@@ -109,10 +116,14 @@ def test_the_judge_fails_a_shared_evaluation_and_passes_a_held_out_one():
     assert clean.status == PASS and clean.message.startswith("0 of 256 held-out items")
 
 
-def test_an_evaluation_of_the_training_items_themselves_is_no_validation_to_judge():
+def test_an_evaluation_of_the_training_items_themselves_is_a_training_accuracy_advised_when_it_is_all_there_is():
     train = list(range(512))
-    alone = Observation([row(train)], [evaluation(train, train, own=True)])
-    assert judge(alone, RunFacts()).status == NOT_APPLICABLE
+    alone = judge(Observation([row(train)], [evaluation(train, train, own=True)]), RunFacts())
+    assert alone.status == ADVICE and alone.observed.startswith("every item evaluated is a training item")
+    again = Observation([unread()], [], reevaluated=3)  # the training loader itself, evaluated: readable or not
+    assert judge(again, RunFacts()).status == ADVICE
+    beside_unread = Observation([row(train)], [evaluation(train, train, own=True), unread()])  # a held-out set?
+    assert judge(beside_unread, RunFacts()).status == NOT_APPLICABLE
     copy_beside_held_out = Observation([row(train)], [evaluation(train, train), evaluation(train, list(range(600, 856)))])
     finding = judge(copy_beside_held_out, RunFacts())
     assert finding.status == PASS and "training accuracy, not counted" in finding.message

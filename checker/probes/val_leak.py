@@ -3,11 +3,13 @@
 Observed. For every DataLoader, at its first batch, the items its dataset stores: after unwrapping ``Subset`` (and a
 ``SubsetRandomSampler``'s indices, where the loader draws through one), the per-item stores the dataset holds as
 attributes (or in a tuple of them, ``TensorDataset.tensors``): tensors, NumPy arrays and lists of numbers whose
-first dimension is its length, lists of variable-length sequences (1-D tensors, one per item), and lists of texts
-or of the files items are read from (``ImageFolder.samples``). An item's *content* is its entry in the widest of
-them (the most values per item: the inputs, never a store of one value per item, which is a label or an index); a
-row is fingerprinted by its bytes, so that two items are *identical* when their stored inputs are equal bit for bit.
-Nothing is fetched through ``__getitem__`` and no random number is drawn.
+first dimension is its length, lists of variable-length sequences (1-D tensors, one per item), of records (tuples or
+dicts of arrays) and of texts or of the files items are read from (``ImageFolder.samples``). An item's *content* is
+its entry in the widest of them (the most values per item: the inputs, never a store of one value per item, which
+is a label or an index), fingerprinted by its bytes, so that two items are *identical* when their stored inputs are
+equal bit for bit; for a file, by the file's bytes (up to 100,000 files and 256 MiB in all; beyond, by its name), so
+that a file copied from the training folder into the validation folder is the same item. Nothing is fetched through
+``__getitem__`` and no random number is drawn.
 
 Rule. The items of each evaluation loader (one whose batches were never trained on) are compared with the items of
 the training loaders. The *baseline* is the share of training items that equal another item of the same training
@@ -18,10 +20,15 @@ evaluation set: the evaluation measures how well the model remembers items it wa
 new ones. Two splits drawn with overlapping indices or the same seed, a table split after its rows were duplicated,
 a test set built from the training arrays or folder: all look alike.
 
+An evaluation that runs on the training items themselves (the training loader, its dataset, a subset of its
+indices) is a training accuracy, not a validation: beside a held-out evaluation it is not judged; as the run's only
+evaluation it gets advice (its figures say how well the model fits its training data, not how it generalises), never
+a failure: reporting a training accuracy alone is a choice, and whether the script calls it a validation is not
+something a run shows.
+
 Why a correct script does not fail. Honest splits share no stored item beyond the repeats the data set holds anyway.
-An evaluation that runs on the training items themselves (the training loader, its dataset, a subset of its indices:
-a training accuracy) is not a validation and is not judged, nor is an evaluation of every training item beside
-another, held-out, evaluation set (a training accuracy on a copy without augmentation). Each evaluation is compared with
+An evaluation of every training item beside another, held-out, evaluation set (a training accuracy on a copy without
+augmentation) is not counted. Each evaluation is compared with
 the training of the models it evaluated (all training, when it evaluated none that trained: an averaged copy):
 cross-validation, each fold's model trained on the other folds, is judged fold by fold. A training set built again
 (after a restart) repeats nothing. A data set whose training items mostly repeat each other (more than half) cannot
@@ -39,7 +46,7 @@ from dataclasses import dataclass, field
 
 from checker.events import Event
 from checker.facts import RunFacts
-from checker.findings import CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
+from checker.findings import ADVICE, CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Finding
 
 ID = "val-leak"
 TITLE = "evaluation items are not training items"
@@ -51,6 +58,7 @@ MAX_REPEATS = 0.5  # a training set whose items mostly repeat each other cannot 
 COVERS = 0.95  # an evaluation set holding this share of the training items is a training accuracy beside a held-out one
 MAX_ITEMS, MAX_BYTES = 1_000_000, 1 << 30
 MAX_STORED = 16  # attributes looked at per dataset
+MAX_FILES, MAX_FILE_BYTES = 100_000, 256 << 20  # files whose contents are read, at most (else their names compared)
 CHUNK = 8192  # rows fingerprinted at once
 
 
@@ -64,6 +72,7 @@ class Observation:
     # holds nearly every training item)
     training: list[dict] = field(default_factory=list)
     evaluations: list[dict] = field(default_factory=list)
+    reevaluated: int = 0  # evaluation passes over a training DataLoader itself
 
 
 class Observer:
@@ -109,10 +118,11 @@ class Observer:
                 self._cache[id(dataset)] = (weakref.ref(dataset), store)
             except TypeError:  # an object without weak references is read again for each loader
                 pass
+        held = {"object": id(dataset), "indices": indices}
         if not store["source"]:
-            return store
+            return {**store, **held}
         prints = store["prints"] if indices is None else [store["prints"][i] for i in indices]
-        return {**store, "items": len(prints), "prints": prints, "indices": indices}
+        return {**store, **held, "items": len(prints), "prints": prints}
 
     def summary(self) -> Observation:
         session = self.session
@@ -134,12 +144,13 @@ class Observer:
             judged = set().union(*(models.get(k, set()) for k in same))
             related = [k for k in train_keys if models.get(k, set()) & judged] or train_keys
             readable = [r for r in distinct(self.read[k] for k in related) if r["source"]]
-            if row["source"] and readable:
-                out["own"] = any(own(row, t) for t in readable)
+            out["own"] = any(own(row, self.read[k]) for k in related)
+            if row["source"] and readable and not out["own"]:
                 out.update(compare(readable, row))
             evaluations.append(out)
+        reevaluated = sum(1 for p in session.passes if p.batches and p.loader in train and session.role(p.index) == "eval")
         return Observation([{"dataset": "", "items": 0, **{k: row[k] for k in public if k in row}}
-                            for row in training], evaluations)
+                            for row in training], evaluations, reevaluated)
 
 
 def key_of(row: dict) -> tuple:
@@ -158,8 +169,10 @@ def distinct(rows) -> list[dict]:
 
 
 def own(held: dict, train: dict) -> bool:
-    """Whether ``held`` reads ``train``'s very items: the same store, and indices among the training ones."""
-    if held["identity"] != train["identity"]:
+    """Whether ``held`` reads ``train``'s very items: the same dataset (or stored tensor), and indices among the
+    training ones."""
+    same = held.get("object") is not None and held.get("object") == train.get("object")
+    if not same and not (held["source"] and train["source"] and held["identity"] == train["identity"]):
         return False
     return train["indices"] is None or (held["indices"] is not None and set(held["indices"]) <= set(train["indices"]))
 
@@ -182,7 +195,7 @@ def store_of(dataset) -> dict:
         if isinstance(value, torch.Tensor):
             width = value[0].numel()
         else:
-            width = max(len(v[0] if isinstance(v, tuple) else v) for v in value[:64]) + 0.5  # outranks a table as wide
+            width = listed_width(value) + 0.5  # a list outranks a table as wide
         if width < 2:
             continue  # one value per item: a label (or an index), not an input
         if best is None or width > best[0]:
@@ -197,10 +210,36 @@ def store_of(dataset) -> dict:
         prints = table_prints(value)
         identity = f"{value.data_ptr()}:{tuple(value.shape)}:{value.stride()}:{value.dtype}"
     else:
-        prints = [hash((str(v.dtype), tuple(v.shape), v.detach().cpu().numpy().tobytes())) if isinstance(v, torch.Tensor)
-                  else hash(v[0] if isinstance(v, tuple) else v) if texts([v]) else hash(tuple(v)) for v in value]
+        kind = listed(value)
+        prints = file_prints(value) if kind == TEXTS else None
+        source = f"the files named by {name}.{attr}" if prints is not None else f"{name}.{attr}"
+        if prints is None:
+            prints = [item_print(kind, v) for v in value]
         identity = f"{id(value)}:{len(value)}"
+        return {"dataset": name, "source": source, "why": "", "identity": identity, "prints": prints}
     return {"dataset": name, "source": f"{name}.{attr}", "why": "", "identity": identity, "prints": prints}
+
+
+def file_prints(value) -> list[int] | None:
+    """One fingerprint per item from the contents of the file its entry names (a copy of a file under another name
+    is the same item), where every entry names a file and they hold at most MAX_FILE_BYTES together; None
+    otherwise (the entries are then compared as they are: texts, or paths)."""
+    import hashlib
+    import os
+
+    paths = [v[0] if isinstance(v, tuple) else v for v in value]
+    if len(paths) > MAX_FILES or not all(isinstance(p, (str, bytes)) for p in paths):
+        return None
+    try:
+        if not all(os.path.isfile(p) for p in paths[:8]) or sum(os.path.getsize(p) for p in paths) > MAX_FILE_BYTES:
+            return None
+        prints = []
+        for path in paths:
+            with open(path, "rb") as f:
+                prints.append(int.from_bytes(hashlib.blake2b(f.read(), digest_size=8).digest(), "little", signed=True))
+        return prints
+    except (OSError, ValueError):  # a file gone or unreadable: compare the entries themselves
+        return None
 
 
 def stored(dataset, n: int):
@@ -212,7 +251,7 @@ def stored(dataset, n: int):
         held = [(f"{name}[{i}]", v) for i, v in enumerate(value[:MAX_STORED])] \
             if isinstance(value, (tuple, list)) and len(value) != n else [(name, value)]
         for label, v in held:
-            if isinstance(v, (list, tuple)) and len(v) == n and (sequences(v) or texts(v)):
+            if isinstance(v, (list, tuple)) and len(v) == n and listed(v):
                 yield label, v
                 continue
             try:
@@ -226,22 +265,70 @@ def stored(dataset, n: int):
                 yield label, t
 
 
-def texts(value) -> bool:
-    """A list of strings or bytes, or of records that start with one (``ImageFolder.samples``: (path, class)),
-    judged by the first 64: raw texts or the files the items are read from, one per item."""
-    return all(isinstance(v, (str, bytes)) or (isinstance(v, tuple) and v and isinstance(v[0], (str, bytes)))
-               for v in value[:64])
+TEXTS, SEQUENCES, RECORDS = "texts", "sequences", "records"
 
 
-def sequences(value) -> bool:
-    """A list of 1-D tensors or of lists of numbers, not all of one length (judged by the first 64)."""
+def listed(value) -> str | None:
+    """What a list of per-item entries holds (judged by its first 64): TEXTS (strings or bytes, or records that start
+    with one: ``ImageFolder.samples``' (path, class), the files items are read from), SEQUENCES (1-D tensors or
+    lists of numbers, not all of one length) or RECORDS (tuples, lists or dicts of arrays: ``[(image, mask), ...]``);
+    None for anything else."""
+    head = value[:64]
+    if not head:
+        return None
+    if all(isinstance(v, (str, bytes)) or (isinstance(v, tuple) and v and isinstance(v[0], (str, bytes))) for v in head):
+        return TEXTS
+    if all(one_dimensional(v) for v in head):
+        return SEQUENCES if len({len(v) for v in head}) > 1 else None
+    if all(isinstance(v, (tuple, list, dict)) and v and any(array(e) for e in fields(v)) for v in head):
+        return RECORDS
+    return None
+
+
+def one_dimensional(v) -> bool:
     import torch
 
-    head = value[:64]
-    if all(isinstance(v, torch.Tensor) and v.dim() == 1 and v.layout == torch.strided for v in head) \
-            or all(isinstance(v, (list, tuple)) and v and isinstance(v[0], (int, float)) for v in head):
-        return len({len(v) for v in head}) > 1
-    return False
+    if isinstance(v, torch.Tensor):
+        return v.dim() == 1 and v.layout == torch.strided
+    return isinstance(v, (list, tuple)) and bool(v) and isinstance(v[0], (int, float))
+
+
+def array(e) -> bool:
+    """A tensor or a NumPy array (anything with ``__array__`` and a shape)."""
+    import torch
+
+    return isinstance(e, torch.Tensor) or (hasattr(e, "__array__") and hasattr(e, "shape"))
+
+
+def fields(record) -> list:
+    return [record[k] for k in sorted(record, key=str)] if isinstance(record, dict) else list(record)
+
+
+def raw(e) -> tuple:
+    """An array's dtype, shape and bytes (a tensor's on the CPU)."""
+    import numpy as np
+    import torch
+
+    a = e.detach().cpu().numpy() if isinstance(e, torch.Tensor) else np.asarray(e)
+    return str(a.dtype), a.shape, a.tobytes()
+
+
+def item_print(kind: str, v) -> int:
+    if kind == TEXTS:
+        return hash(v[0] if isinstance(v, tuple) else v)
+    if kind == SEQUENCES:
+        return hash(raw(v)) if array(v) else hash(tuple(v))
+    return hash(tuple(raw(e) if array(e) else repr(e) for e in fields(v)))
+
+
+def listed_width(value) -> int:
+    """Values per item of a list store, at most (judged by its first 64 entries)."""
+    kind, head = listed(value), value[:64]
+    if kind == TEXTS:
+        return max(len(v[0] if isinstance(v, tuple) else v) for v in head)
+    if kind == SEQUENCES:
+        return max(len(v) for v in head)
+    return max(sum(int(e.numel() if hasattr(e, "numel") else e.size) for e in fields(v) if array(e)) for v in head)
 
 
 def table_prints(t) -> list[int]:
@@ -299,15 +386,20 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
     if not obs.training:
         return Finding(ID, TITLE, NOT_APPLICABLE, message="not judged: no DataLoader fed training",
                        observed="no DataLoader fed training")
+    if (obs.reevaluated or obs.evaluations) and all(row["own"] for row in obs.evaluations):
+        seen = "every item evaluated is a training item: the run evaluated only the data it trained on"
+        return Finding(ID, TITLE, ADVICE, "no held-out items", "a held-out split",
+                       f"{seen} (the training data set itself); its figures measure how well the model fits what it "
+                       "was trained on, not how it does on new data: hold out a split to validate (fine, if a training "
+                       "accuracy is all it means to report)", observed=seen)
     if not readable:
         why = f"the training items cannot be read: {obs.training[0]['why']}"
         return Finding(ID, TITLE, NOT_APPLICABLE, message=f"not judged: {why}", observed=why)
-    compared = [row for row in obs.evaluations if "shared" in row and not row["own"]]
+    compared = [row for row in obs.evaluations if "shared" in row]
     if not compared:
-        own = any(row.get("own") for row in obs.evaluations)
-        why = ("the only evaluation runs on the training items themselves (a training accuracy, not a validation)"
-               if own else f"no evaluation DataLoader's items could be read: {obs.evaluations[0]['why']}"
-               if obs.evaluations else "no DataLoader was evaluated apart from training")
+        why = (f"no evaluation DataLoader's items could be read: "
+               f"{next(row['why'] for row in obs.evaluations if not row['own'])}" if obs.evaluations
+               else "no DataLoader was evaluated apart from training")
         return Finding(ID, TITLE, NOT_APPLICABLE, message=f"not judged: {why}", observed=why)
     repeats = compared[0]["repeats"]
     if repeats > MAX_REPEATS:
@@ -325,7 +417,7 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
                 f"on{base}")
         return Finding(ID, TITLE, FAIL, f"{share:.0%} shared", f"≤ {row['repeats']:.0%}",
                        f"{row['shared']} of the {row['items']} items of the evaluation set ({row['source']}) are "
-                       f"identical, stored input for stored input, to some of the {row['train_items']} distinct "
+                       f"identical, bit for bit, to some of the {row['train_items']} distinct "
                        f"training items{base}: the evaluation measures how well the model remembers its training data, not how "
                        "it does on data it has not seen", observed=seen)
     honest = [row for row in compared if not row["leaks"]]
