@@ -75,6 +75,8 @@ def test_the_store_is_the_widest_per_item_input_never_the_labels():
     volumes = [(np.full((2, 2), i % 25, dtype=np.float32), np.zeros(2), {"id": i % 25}) for i in range(50)]
     records = store_of(Texts(volumes, y))  # a list of (image, mask, meta) records
     assert records["source"] == "Texts.texts" and len(set(records["prints"])) == 25
+    pairs = store_of(Texts([(i % 3, torch.arange(i % 9 + 1)) for i in range(50)], y))  # (label, tokens) records
+    assert pairs["source"] == "Texts.texts" and len(set(pairs["prints"])) == 9
     ragged = store_of(Texts([torch.arange(i % 7 + 2) for i in range(50)], y))
     assert ragged["source"] == "Texts.texts" and len(set(ragged["prints"])) == 7
 

@@ -279,7 +279,7 @@ def listed(value) -> str | None:
     if all(isinstance(v, (str, bytes)) or (isinstance(v, tuple) and v and isinstance(v[0], (str, bytes))) for v in head):
         return TEXTS
     if all(one_dimensional(v) for v in head):
-        return SEQUENCES if len({len(v) for v in head}) > 1 else None
+        return SEQUENCES if len({len(v) for v in head}) > 1 else None  # of one length: a table (read as a tensor)
     if all(isinstance(v, (tuple, list, dict)) and v and any(array(e) for e in fields(v)) for v in head):
         return RECORDS
     return None
@@ -290,7 +290,7 @@ def one_dimensional(v) -> bool:
 
     if isinstance(v, torch.Tensor):
         return v.dim() == 1 and v.layout == torch.strided
-    return isinstance(v, (list, tuple)) and bool(v) and isinstance(v[0], (int, float))
+    return isinstance(v, (list, tuple)) and bool(v) and all(isinstance(e, (int, float)) for e in v[:16])
 
 
 def array(e) -> bool:
