@@ -129,6 +129,11 @@ def test_an_evaluation_of_the_training_items_themselves_is_a_training_accuracy_a
     copy_beside_held_out = Observation([row(train)], [evaluation(train, train), evaluation(train, list(range(600, 856)))])
     finding = judge(copy_beside_held_out, RunFacts())
     assert finding.status == PASS and "training accuracy, not counted" in finding.message
+    sample_beside = Observation([row(train)], [evaluation(train, train[::5]), evaluation(train, list(range(600, 856)))])
+    assert judge(sample_beside, RunFacts()).status == PASS  # a sample of the training items: a training accuracy
+    mixed_beside = Observation([row(train)], [evaluation(train, train[::5] + list(range(900, 1000))),
+                                              evaluation(train, list(range(600, 856)))])
+    assert judge(mixed_beside, RunFacts()).status == FAIL  # fresh items mixed with trained ones: a split that leaks
     copy_alone = Observation([row(train)], [evaluation(train, train)])  # a separate copy is all that is evaluated
     assert judge(copy_alone, RunFacts()).status == FAIL
 

@@ -27,8 +27,9 @@ a failure: reporting a training accuracy alone is a choice, and whether the scri
 something a run shows.
 
 Why a correct script does not fail. Honest splits share no stored item beyond the repeats the data set holds anyway.
-An evaluation of every training item beside another, held-out, evaluation set (a training accuracy on a copy without
-augmentation) is not counted. Each evaluation is compared with
+An evaluation made of training items only, beside another, held-out, evaluation set (a training accuracy on a copy
+without augmentation, or on a sample of the training items) is not counted: a split that leaks mixes fresh items
+with trained ones. Each evaluation is compared with
 the training of the models it evaluated (all training, when it evaluated none that trained: an averaged copy):
 cross-validation, each fold's model trained on the other folds, is judged fold by fold. A training set built again
 (after a restart) repeats nothing. A data set whose training items mostly repeat each other (more than half) cannot
@@ -37,7 +38,8 @@ be judged by its items.
 Known limits. Items are compared as stored: a copy augmented, noised, cropped or re-encoded is not identical and is
 not seen, and neither is a leak through items made by code (no per-item store of the dataset's length: not judged).
 Data sets of more than 1,000,000 items or 1 GiB of stored inputs are not read. Loops that slice tensors by hand, with
-no DataLoader, are not judged.
+no DataLoader, are not judged. A validation set drawn wholly from the training items beside a held-out test set reads
+as a training accuracy and passes.
 """
 from __future__ import annotations
 
@@ -55,7 +57,8 @@ MIN_SHARED = 16  # identical items, beyond the baseline, for a leak
 MIN_EXCESS = 0.10  # of the evaluation set, beyond the baseline
 SIGMAS = 4.0  # beyond the baseline by more than chance allows
 MAX_REPEATS = 0.5  # a training set whose items mostly repeat each other cannot be judged by its items
-COVERS = 0.95  # an evaluation set holding this share of the training items is a training accuracy beside a held-out one
+WITHIN = 0.99  # an evaluation set made of training items (this share of its items, at least) beside a held-out one is
+# a training accuracy
 MAX_ITEMS, MAX_BYTES = 1_000_000, 1 << 30
 MAX_STORED = 16  # attributes looked at per dataset
 MAX_FILES, MAX_FILE_BYTES = 100_000, 256 << 20  # files whose contents are read, at most (else their names compared)
@@ -68,8 +71,8 @@ class Observation:
     # could be), "items", "why" (why not)}; "evaluations": per evaluation DataLoader, the same and "own" (it reads
     # the training loaders' very items: the same store, a subset of the same indices), "shared" (its items identical
     # to a training item), "repeats" (the share of training items equal to another training item), "expected"
-    # (shared items the repeats explain), "train_items", "leaks" (beyond the baseline: see the rule), "covers" (it
-    # holds nearly every training item)
+    # (shared items the repeats explain), "train_items", "leaks" (beyond the baseline: see the rule), "within"
+    # (its items are training items, nearly all of them)
     training: list[dict] = field(default_factory=list)
     evaluations: list[dict] = field(default_factory=list)
     reevaluated: int = 0  # evaluation passes over a training DataLoader itself
@@ -378,7 +381,7 @@ def compare(train: list[dict], held: dict) -> dict:
     spread = SIGMAS * math.sqrt(max(variance, 1.0))
     return {"shared": shared, "train_items": len(union), "repeats": repeats, "expected": expected,
             "leaks": shared >= MIN_SHARED and shared - expected >= spread and shared / m - repeats >= MIN_EXCESS,
-            "covers": len(set(held["prints"]) & union) >= COVERS * len(union)}
+            "within": shared >= WITHIN * m}
 
 
 def judge(obs: Observation, facts: RunFacts) -> Finding:
@@ -408,7 +411,7 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
         return Finding(ID, TITLE, CANNOT_TELL, f"{repeats:.0%} repeats", f"≤ {MAX_REPEATS:.0%}",
                        f"cannot tell: {why}", observed=why)
     held_out = any(not row["leaks"] for row in compared)
-    leaking = [row for row in compared if row["leaks"] and not (held_out and row["covers"])]
+    leaking = [row for row in compared if row["leaks"] and not (held_out and row["within"])]
     if leaking:
         row = max(leaking, key=lambda r: r["shared"] / r["items"])
         share = row["shared"] / row["items"]
@@ -424,7 +427,7 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
     shared = sum(row["shared"] for row in honest)
     items = sum(row["items"] for row in honest)
     copies = [row["source"] for row in compared if row["leaks"]]
-    aside = (f"; the evaluation of every training item ({copies[0]}) beside them is a training accuracy, not counted"
+    aside = (f"; an evaluation of training items only ({copies[0]}) beside them is a training accuracy, not counted"
              if copies else "")
     return Finding(ID, TITLE, PASS, f"{shared} shared", f"≤ {repeats:.0%}",
                    f"{shared} of {items} held-out items are identical to training items "
