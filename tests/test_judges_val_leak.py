@@ -67,6 +67,9 @@ def test_the_store_is_the_widest_per_item_input_never_the_labels():
     assert texts["source"] == "Texts.texts" and len(set(texts["prints"])) == 50
     assert store_of(LabelsOnly([f"{i}.png" for i in range(50)], y))["source"] == "LabelsOnly.paths"  # names of files
     assert not store_of(LabelsOnly(list(range(50)), y))["source"]  # one number per item: no input in sight
+    assert not store_of(TensorDataset(torch.randn(50)))["source"]  # real numbers alone: targets? inputs? not judged
+    one_feature = store_of(TensorDataset(torch.randn(50, 1), torch.randn(50, 1)))  # a regression on one feature
+    assert one_feature["source"] == "TensorDataset.tensors[0]" and len(set(one_feature["prints"])) == 50
     folder = store_of(LabelsOnly([(f"cats/{i}.png", 0) for i in range(25)] + [(f"dogs/{i}.png", 1) for i in range(25)], y))
     assert folder["source"] == "LabelsOnly.paths" and len(set(folder["prints"])) == 50  # ImageFolder.samples
     images = np.random.default_rng(0).integers(0, 256, (50, 4, 4, 3), dtype=np.uint8)
@@ -75,8 +78,12 @@ def test_the_store_is_the_widest_per_item_input_never_the_labels():
     volumes = [(np.full((2, 2), i % 25, dtype=np.float32), np.zeros(2), {"id": i % 25}) for i in range(50)]
     records = store_of(Texts(volumes, y))  # a list of (image, mask, meta) records
     assert records["source"] == "Texts.texts" and len(set(records["prints"])) == 25
+    reviews = store_of(Texts([(i % 2, f"review {i % 20}") for i in range(50)], y))  # (label, text) records
+    assert reviews["source"] == "Texts.texts" and len(set(reviews["prints"])) == 20
     pairs = store_of(Texts([(i % 3, torch.arange(i % 9 + 1)) for i in range(50)], y))  # (label, tokens) records
     assert pairs["source"] == "Texts.texts" and len(set(pairs["prints"])) == 9
+    listed = store_of([(torch.full((3,), float(i % 10)), i % 2) for i in range(50)])  # a list given as the dataset
+    assert listed["source"] == "list.items" and len(set(listed["prints"])) == 10
     ragged = store_of(Texts([torch.arange(i % 7 + 2) for i in range(50)], y))
     assert ragged["source"] == "Texts.texts" and len(set(ragged["prints"])) == 7
 
@@ -129,11 +136,8 @@ def test_an_evaluation_of_the_training_items_themselves_is_a_training_accuracy_a
     copy_beside_held_out = Observation([row(train)], [evaluation(train, train), evaluation(train, list(range(600, 856)))])
     finding = judge(copy_beside_held_out, RunFacts())
     assert finding.status == PASS and "training accuracy, not counted" in finding.message
-    sample_beside = Observation([row(train)], [evaluation(train, train[::5]), evaluation(train, list(range(600, 856)))])
-    assert judge(sample_beside, RunFacts()).status == PASS  # a sample of the training items: a training accuracy
-    mixed_beside = Observation([row(train)], [evaluation(train, train[::5] + list(range(900, 1000))),
-                                              evaluation(train, list(range(600, 856)))])
-    assert judge(mixed_beside, RunFacts()).status == FAIL  # fresh items mixed with trained ones: a split that leaks
+    within_beside = Observation([row(train)], [evaluation(train, train[::5]), evaluation(train, list(range(600, 856)))])
+    assert judge(within_beside, RunFacts()).status == FAIL  # validation inside the training set, a test set apart
     copy_alone = Observation([row(train)], [evaluation(train, train)])  # a separate copy is all that is evaluated
     assert judge(copy_alone, RunFacts()).status == FAIL
 

@@ -5,9 +5,10 @@ Observed. For every DataLoader, at its first batch, the items its dataset stores
 attributes (or in a tuple of them, ``TensorDataset.tensors``): tensors, NumPy arrays and lists of numbers whose
 first dimension is its length, lists of variable-length sequences (1-D tensors, one per item), of records (tuples or
 dicts of arrays) and of texts or of the files items are read from (``ImageFolder.samples``). An item's *content* is
-its entry in the widest of them (the most values per item: the inputs, never a store of one value per item, which
-is a label or an index), fingerprinted by its bytes, so that two items are *identical* when their stored inputs are
-equal bit for bit; for a file, by the file's bytes (up to 100,000 files and 256 MiB in all; beyond, by its name), so
+its entry in the widest of them (the most values per item: the inputs), fingerprinted by its bytes, so that two items
+are *identical* when their stored inputs are equal bit for bit. A store of one value per item is a label or an index,
+not an input, unless it holds real numbers beside another store (inputs of one feature: the first such store). A
+file's entry is fingerprinted by the file's bytes (up to 100,000 files and 256 MiB in all; beyond, by its name), so
 that a file copied from the training folder into the validation folder is the same item. Nothing is fetched through
 ``__getitem__`` and no random number is drawn.
 
@@ -27,9 +28,8 @@ a failure: reporting a training accuracy alone is a choice, and whether the scri
 something a run shows.
 
 Why a correct script does not fail. Honest splits share no stored item beyond the repeats the data set holds anyway.
-An evaluation made of training items only, beside another, held-out, evaluation set (a training accuracy on a copy
-without augmentation, or on a sample of the training items) is not counted: a split that leaks mixes fresh items
-with trained ones. Each evaluation is compared with
+An evaluation of (nearly) every training item, beside another, held-out, evaluation set (a training accuracy on a copy
+without augmentation, a k-NN monitor's memory bank) is not counted. Each evaluation is compared with
 the training of the models it evaluated (all training, when it evaluated none that trained: an averaged copy):
 cross-validation, each fold's model trained on the other folds, is judged fold by fold. A training set built again
 (after a restart) repeats nothing. A data set whose training items mostly repeat each other (more than half) cannot
@@ -38,8 +38,8 @@ be judged by its items.
 Known limits. Items are compared as stored: a copy augmented, noised, cropped or re-encoded is not identical and is
 not seen, and neither is a leak through items made by code (no per-item store of the dataset's length: not judged).
 Data sets of more than 1,000,000 items or 1 GiB of stored inputs are not read. Loops that slice tensors by hand, with
-no DataLoader, are not judged. A validation set drawn wholly from the training items beside a held-out test set reads
-as a training accuracy and passes.
+no DataLoader, are not judged. A training accuracy measured on a sample of the training items rebuilt as a data set of
+its own (not a ``Subset`` of the training one) reads as a leak.
 """
 from __future__ import annotations
 
@@ -57,8 +57,7 @@ MIN_SHARED = 16  # identical items, beyond the baseline, for a leak
 MIN_EXCESS = 0.10  # of the evaluation set, beyond the baseline
 SIGMAS = 4.0  # beyond the baseline by more than chance allows
 MAX_REPEATS = 0.5  # a training set whose items mostly repeat each other cannot be judged by its items
-WITHIN = 0.99  # an evaluation set made of training items (this share of its items, at least) beside a held-out one is
-# a training accuracy
+COVERS = 0.95  # an evaluation set holding this share of the training items, beside a held-out one, is a training accuracy
 MAX_ITEMS, MAX_BYTES = 1_000_000, 1 << 30
 MAX_STORED = 16  # attributes looked at per dataset
 MAX_FILES, MAX_FILE_BYTES = 100_000, 256 << 20  # files whose contents are read, at most (else their names compared)
@@ -71,8 +70,8 @@ class Observation:
     # could be), "items", "why" (why not)}; "evaluations": per evaluation DataLoader, the same and "own" (it reads
     # the training loaders' very items: the same store, a subset of the same indices), "shared" (its items identical
     # to a training item), "repeats" (the share of training items equal to another training item), "expected"
-    # (shared items the repeats explain), "train_items", "leaks" (beyond the baseline: see the rule), "within"
-    # (its items are training items, nearly all of them)
+    # (shared items the repeats explain), "train_items", "leaks" (beyond the baseline: see the rule), "covers"
+    # (it holds nearly every training item)
     training: list[dict] = field(default_factory=list)
     evaluations: list[dict] = field(default_factory=list)
     reevaluated: int = 0  # evaluation passes over a training DataLoader itself
@@ -193,16 +192,21 @@ def store_of(dataset) -> dict:
         return {"source": "", "why": f"{name} is empty"}
     if n > MAX_ITEMS:
         return {"source": "", "why": f"{name} holds {n} items (more than {MAX_ITEMS:,} are not read)"}
-    best = None  # (values per item, attribute, tensor or list of sequences)
+    best, stores, scalars = None, 0, []  # best: (values per item, attribute, tensor or list)
     for attr, value in stored(dataset, n):
+        stores += 1
         if isinstance(value, torch.Tensor):
             width = value[0].numel()
         else:
             width = listed_width(value) + 0.5  # a list outranks a table as wide
-        if width < 2:
-            continue  # one value per item: a label (or an index), not an input
+        if width < 2:  # one value per item: a label, an index, or (a real number beside a label) an input
+            if isinstance(value, torch.Tensor) and value.is_floating_point():
+                scalars.append((attr, value))
+            continue
         if best is None or width > best[0]:
             best = (width, attr, value)
+    if best is None and scalars and stores >= 2:  # inputs of one real number each, stored beside their targets
+        best = (1, *scalars[0])
     if best is None:
         return {"source": "", "why": (f"{name} stores no inputs of its length, only labels or nothing (its items come "
                                       "from files, Python objects or code): they are out of sight")}
@@ -247,9 +251,14 @@ def file_prints(value) -> list[int] | None:
 
 def stored(dataset, n: int):
     """(attribute, value) of each tensor (NumPy array, list of numbers) of ``n`` rows the dataset holds, or in a
-    tuple or list it holds (``TensorDataset.tensors``), and of each list of ``n`` variable-length sequences."""
+    tuple or list it holds (``TensorDataset.tensors``), and of each list of ``n`` per-item entries (sequences,
+    records, texts); a plain list given to the DataLoader as its dataset is its own store."""
     import torch
 
+    if isinstance(dataset, (list, tuple)):
+        if listed(dataset):
+            yield "items", dataset
+        return
     for name, value in list(vars(dataset).items())[:MAX_STORED] if hasattr(dataset, "__dict__") else []:
         held = [(f"{name}[{i}]", v) for i, v in enumerate(value[:MAX_STORED])] \
             if isinstance(value, (tuple, list)) and len(value) != n else [(name, value)]
@@ -274,8 +283,8 @@ TEXTS, SEQUENCES, RECORDS = "texts", "sequences", "records"
 def listed(value) -> str | None:
     """What a list of per-item entries holds (judged by its first 64): TEXTS (strings or bytes, or records that start
     with one: ``ImageFolder.samples``' (path, class), the files items are read from), SEQUENCES (1-D tensors or
-    lists of numbers, not all of one length) or RECORDS (tuples, lists or dicts of arrays: ``[(image, mask), ...]``);
-    None for anything else."""
+    lists of numbers, not all of one length) or RECORDS (tuples, lists or dicts of arrays or texts:
+    ``[(image, mask), ...]``, ``[(label, text), ...]``); None for anything else."""
     head = value[:64]
     if not head:
         return None
@@ -283,7 +292,8 @@ def listed(value) -> str | None:
         return TEXTS
     if all(one_dimensional(v) for v in head):
         return SEQUENCES if len({len(v) for v in head}) > 1 else None  # of one length: a table (read as a tensor)
-    if all(isinstance(v, (tuple, list, dict)) and v and any(array(e) for e in fields(v)) for v in head):
+    if all(isinstance(v, (tuple, list, dict)) and v and any(array(e) or isinstance(e, (str, bytes)) for e in fields(v))
+           for v in head):
         return RECORDS
     return None
 
@@ -321,7 +331,7 @@ def item_print(kind: str, v) -> int:
         return hash(v[0] if isinstance(v, tuple) else v)
     if kind == SEQUENCES:
         return hash(raw(v)) if array(v) else hash(tuple(v))
-    return hash(tuple(raw(e) if array(e) else repr(e) for e in fields(v)))
+    return hash(tuple(raw(e) if array(e) else e if isinstance(e, (str, bytes)) else repr(e) for e in fields(v)))
 
 
 def listed_width(value) -> int:
@@ -331,7 +341,8 @@ def listed_width(value) -> int:
         return max(len(v[0] if isinstance(v, tuple) else v) for v in head)
     if kind == SEQUENCES:
         return max(len(v) for v in head)
-    return max(sum(int(e.numel() if hasattr(e, "numel") else e.size) for e in fields(v) if array(e)) for v in head)
+    return max(sum(int(e.numel() if hasattr(e, "numel") else e.size) if array(e) else len(e) if isinstance(e, (str, bytes))
+                   else 0 for e in fields(v)) for v in head)
 
 
 def table_prints(t) -> list[int]:
@@ -381,7 +392,7 @@ def compare(train: list[dict], held: dict) -> dict:
     spread = SIGMAS * math.sqrt(max(variance, 1.0))
     return {"shared": shared, "train_items": len(union), "repeats": repeats, "expected": expected,
             "leaks": shared >= MIN_SHARED and shared - expected >= spread and shared / m - repeats >= MIN_EXCESS,
-            "within": shared >= WITHIN * m}
+            "covers": len(set(held["prints"]) & union) >= COVERS * len(union)}
 
 
 def judge(obs: Observation, facts: RunFacts) -> Finding:
@@ -411,7 +422,7 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
         return Finding(ID, TITLE, CANNOT_TELL, f"{repeats:.0%} repeats", f"≤ {MAX_REPEATS:.0%}",
                        f"cannot tell: {why}", observed=why)
     held_out = any(not row["leaks"] for row in compared)
-    leaking = [row for row in compared if row["leaks"] and not (held_out and row["within"])]
+    leaking = [row for row in compared if row["leaks"] and not (held_out and row["covers"])]
     if leaking:
         row = max(leaking, key=lambda r: r["shared"] / r["items"])
         share = row["shared"] / row["items"]
@@ -427,7 +438,7 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
     shared = sum(row["shared"] for row in honest)
     items = sum(row["items"] for row in honest)
     copies = [row["source"] for row in compared if row["leaks"]]
-    aside = (f"; an evaluation of training items only ({copies[0]}) beside them is a training accuracy, not counted"
+    aside = (f"; an evaluation of every training item ({copies[0]}) beside them is a training accuracy, not counted"
              if copies else "")
     return Finding(ID, TITLE, PASS, f"{shared} shared", f"≤ {repeats:.0%}",
                    f"{shared} of {items} held-out items are identical to training items "
