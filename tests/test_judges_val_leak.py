@@ -88,6 +88,26 @@ def test_the_store_is_the_widest_per_item_input_never_the_labels():
     assert ragged["source"] == "Texts.texts" and len(set(ragged["prints"])) == 7
 
 
+class Lazy:
+    """An array-like that reads itself only when asked (an HDF5 dataset, a zarr array): never read whole."""
+
+    shape, dtype = (100_000, 4096), np.dtype("float32")  # 1.6 GB
+
+    def __array__(self, *args, **kwargs):
+        raise AssertionError("read whole")
+
+
+def test_a_lazy_array_larger_than_the_limit_is_never_read():
+    class Stored(Dataset):
+        def __init__(self):
+            self.images, self.labels = Lazy(), torch.zeros(100_000)
+
+        def __len__(self):
+            return 100_000
+
+    assert not store_of(Stored())["source"]
+
+
 def row(prints, source="TensorDataset.tensors[0]"):
     return {"dataset": "TensorDataset", "source": source, "items": len(prints), "why": "", "prints": prints}
 

@@ -266,6 +266,8 @@ def stored(dataset, n: int):
             if isinstance(v, (list, tuple)) and len(v) == n and listed(v):
                 yield label, v
                 continue
+            if not isinstance(v, torch.Tensor) and too_large(v):
+                continue  # a lazy array (HDF5, zarr, a memory map) is never read whole into memory
             try:
                 t = v if isinstance(v, torch.Tensor) else torch.as_tensor(v) \
                     if hasattr(v, "__array__") or (isinstance(v, (list, tuple)) and v and isinstance(v[0], (int, float))) \
@@ -275,6 +277,18 @@ def stored(dataset, n: int):
             if t is not None and t.layout == torch.strided and t.dim() >= 1 and t.shape[0] == n \
                     and not t.is_complex() and t.device.type != "meta":
                 yield label, t
+
+
+def too_large(v) -> bool:
+    """Whether an array-like that is not a tensor would take more than MAX_BYTES once read (judged by its shape and
+    dtype, before anything is read)."""
+    import math
+
+    shape, dtype = getattr(v, "shape", None), getattr(v, "dtype", None)
+    try:
+        return shape is not None and math.prod(shape) * getattr(dtype, "itemsize", 8) > MAX_BYTES
+    except TypeError:
+        return False
 
 
 TEXTS, SEQUENCES, RECORDS = "texts", "sequences", "records"
