@@ -89,23 +89,32 @@ def test_the_store_is_the_widest_per_item_input_never_the_labels():
 
 
 class Lazy:
-    """An array-like that reads itself only when asked (an HDF5 dataset, a zarr array): never read whole."""
+    """An array-like that reads its rows from disk when asked (an HDF5 dataset, a zarr array), counting the reads."""
 
-    shape, dtype = (100_000, 4096), np.dtype("float32")  # 1.6 GB
+    shape, dtype = (300_000, 1024), np.dtype("float32")  # 1.2 GB, were it read
+    reads = 0
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __getitem__(self, i):
+        Lazy.reads += 1
+        raise OSError("a read from disk")
 
     def __array__(self, *args, **kwargs):
-        raise AssertionError("read whole")
+        Lazy.reads += 1
+        raise OSError("a read of everything from disk")
 
 
 def test_a_lazy_array_larger_than_the_limit_is_never_read():
     class Stored(Dataset):
         def __init__(self):
-            self.images, self.labels = Lazy(), torch.zeros(100_000)
+            self.images, self.labels = Lazy(), torch.zeros(300_000)
 
         def __len__(self):
-            return 100_000
+            return 300_000
 
-    assert not store_of(Stored())["source"]
+    assert not store_of(Stored())["source"] and Lazy.reads == 0
 
 
 def row(prints, source="TensorDataset.tensors[0]"):
