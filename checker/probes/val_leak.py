@@ -105,8 +105,10 @@ class Observer:
         dataset, indices = loader.dataset, None
         if isinstance(dataset, IterableDataset):
             return {"source": "", "why": f"{type(dataset).__name__} is an IterableDataset (no stored items)"}
-        if isinstance(loader.sampler, SubsetRandomSampler):
-            indices = [int(i) for i in loader.sampler.indices]
+        sampler = getattr(loader.batch_sampler, "sampler", None) if loader.batch_sampler is not None else None
+        sampler = sampler if isinstance(sampler, SubsetRandomSampler) else loader.sampler  # a BatchSampler's own
+        if isinstance(sampler, SubsetRandomSampler):
+            indices = [int(i) for i in sampler.indices]
         while isinstance(dataset, Subset):
             inner = [int(i) for i in dataset.indices]
             indices = inner if indices is None else [inner[i] for i in indices]
