@@ -38,7 +38,9 @@ be judged by its items.
 Known limits. Items are compared as stored: a copy augmented, noised, cropped or re-encoded is not identical and is
 not seen, and neither is a leak through items made by code (no per-item store of the dataset's length: not judged).
 Data sets of more than 1,000,000 items or 1 GiB of stored inputs are not read. Loops that slice tensors by hand, with
-no DataLoader, are not judged. A training accuracy measured on a sample of the training items rebuilt as a data set of
+no DataLoader, are not judged, nor are loaders whose sampler of the script's own drew only part of the dataset in a
+whole pass (which part, the probe does not read; ``SubsetRandomSampler``, also inside a ``BatchSampler``, is read,
+and a ``DistributedSampler`` shares every item among the ranks). A training accuracy measured on a sample of the training items rebuilt as a data set of
 its own (not a ``Subset`` of the training one) reads as a leak.
 """
 from __future__ import annotations
@@ -62,6 +64,7 @@ MAX_ITEMS, MAX_BYTES = 1_000_000, 1 << 30
 MAX_STORED = 16  # attributes looked at per dataset
 MAX_FILES, MAX_FILE_BYTES = 100_000, 256 << 20  # files whose contents are read, at most (else their names compared)
 CHUNK = 8192  # rows fingerprinted at once
+DRAWN = 0.95  # a whole pass that drew fewer of its dataset's items drew a part the probe does not know
 
 
 @dataclass
@@ -99,6 +102,7 @@ class Observer:
         import weakref
 
         from torch.utils.data import IterableDataset, Subset, SubsetRandomSampler
+        from torch.utils.data.distributed import DistributedSampler
 
         if loader is None:
             return {"source": "", "why": "the DataLoader was gone before it could be read"}
@@ -122,7 +126,9 @@ class Observer:
                 self._cache[id(dataset)] = (weakref.ref(dataset), store)
             except TypeError:  # an object without weak references is read again for each loader
                 pass
-        held = {"object": id(dataset), "indices": indices}
+        sharded = any(isinstance(x, DistributedSampler)
+                      for x in (loader.sampler, getattr(loader.batch_sampler, "sampler", None)))
+        held = {"object": id(dataset), "indices": indices, "sharded": sharded}
         if not store["source"]:
             return {**store, **held}
         prints = store["prints"] if indices is None else [store["prints"][i] for i in indices]
@@ -136,6 +142,7 @@ class Observer:
         for forward in session.forwards:
             if forward.pass_index is not None:
                 models.setdefault(session.passes[forward.pass_index].loader, set()).add(forward.module)
+        self._drawn_in_part()
         public = ("dataset", "source", "items", "why")
         train_keys = [k for k in sorted(self.read) if k in train]
         training = distinct(self.read[k] for k in train_keys)
@@ -157,6 +164,20 @@ class Observer:
                             for row in training], evaluations, reevaluated)
 
 
+    def _drawn_in_part(self) -> None:
+        """A loader whose sampler drew only part of its dataset's items in a whole pass, through a sampler this
+        probe does not read (a split by a sampler of the script's own), read items that are not known: not judged.
+        A ``DistributedSampler`` draws each rank's share of every item."""
+        for key, row in self.read.items():
+            if not row["source"] or row["indices"] is not None or row.get("sharded"):
+                continue
+            drawn = [p.order.indices for p in self.session.passes if p.loader == key and p.exhausted and p.order]
+            if drawn and max(drawn) < DRAWN * row["items"]:
+                self.read[key] = {"source": "", "object": row["object"], "indices": None, "unknown": True,
+                                  "why": (f"its sampler drew {max(drawn)} of the {row['items']} items of "
+                                          f"{row['dataset']} in a pass: which ones, this probe does not read")}
+
+
 def key_of(row: dict) -> tuple:
     """What identifies the items a loader read: its store and the indices it drew from it."""
     if not row["source"]:
@@ -175,6 +196,8 @@ def distinct(rows) -> list[dict]:
 def own(held: dict, train: dict) -> bool:
     """Whether ``held`` reads ``train``'s very items: the same dataset (or stored tensor), and indices among the
     training ones."""
+    if held.get("unknown") or train.get("unknown"):
+        return False  # drawn by a sampler the probe does not read: which items, it does not know
     same = held.get("object") is not None and held.get("object") == train.get("object")
     if not same and not (held["source"] and train["source"] and held["identity"] == train["identity"]):
         return False
