@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from torch.utils.data import Dataset, TensorDataset
+from torch.utils.data import ConcatDataset, Dataset, TensorDataset
 
 from checker.facts import RunFacts
 from checker.findings import ADVICE, CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS
@@ -84,6 +84,10 @@ def test_the_store_is_the_widest_per_item_input_never_the_labels():
     assert pairs["source"] == "Texts.texts" and len(set(pairs["prints"])) == 9
     listed = store_of([(torch.full((3,), float(i % 10)), i % 2) for i in range(50)])  # a list given as the dataset
     assert listed["source"] == "list.items" and len(set(listed["prints"])) == 10
+    parts = [TensorDataset(torch.arange(40.0).reshape(20, 2), torch.zeros(20)), TensorDataset(torch.arange(40.0).reshape(20, 2))]
+    joined = store_of(ConcatDataset(parts))  # the second part repeats the first, item for item
+    assert joined["prints"] == table_prints(torch.arange(40.0).reshape(20, 2)) * 2
+    assert not store_of(ConcatDataset([*parts, LabelsOnly(list(range(5)), torch.zeros(5))]))["source"]
     ragged = store_of(Texts([torch.arange(i % 7 + 2) for i in range(50)], y))
     assert ragged["source"] == "Texts.texts" and len(set(ragged["prints"])) == 7
 

@@ -1,16 +1,17 @@
 """val-leak: no evaluation item is a training item.
 
 Observed. For every DataLoader, at its first batch, the items its dataset stores: after unwrapping ``Subset`` (and a
-``SubsetRandomSampler``'s indices, where the loader draws through one), the per-item stores the dataset holds as
-attributes (or in a tuple of them, ``TensorDataset.tensors``): tensors, NumPy arrays and lists of numbers whose
-first dimension is its length, lists of variable-length sequences (1-D tensors, one per item), of records (tuples or
-dicts of arrays) and of texts or of the files items are read from (``ImageFolder.samples``). An item's *content* is
-its entry in the widest of them (the most values per item: the inputs), fingerprinted by its bytes, so that two items
-are *identical* when their stored inputs are equal bit for bit. A store of one value per item is a label or an index,
-not an input, unless it holds real numbers beside another store (inputs of one feature: the first such store). A
-file's entry is fingerprinted by the file's bytes (up to 100,000 files and 256 MiB in all; beyond, by its name), so
-that a file copied from the training folder into the validation folder is the same item. Nothing is fetched through
-``__getitem__`` and no random number is drawn.
+``SubsetRandomSampler``'s indices, where the loader draws through one; a ``ConcatDataset``'s parts one after the
+other), the per-item stores the dataset holds as attributes (or in a tuple of them, ``TensorDataset.tensors``):
+tensors, NumPy arrays and lists of numbers whose first dimension is its length, lists of variable-length sequences
+(1-D tensors, one per item), of records (tuples or dicts of arrays) and of texts or of the files items are read from
+(``ImageFolder.samples``). An item's *content* is its entry in the widest of them (the most values per item: the
+inputs), fingerprinted by its bytes, so that two items are *identical* when their stored inputs are equal bit for
+bit. A store of one value per item is a label or an index, not an input, unless it holds real numbers first in a
+tuple of stores (``TensorDataset(x, y)``: inputs of one feature). A file's entry is fingerprinted by the file's
+bytes (up to 100,000 files and 256 MiB in all; beyond, by its name), so that a file copied from the training folder
+into the validation folder is the same item. Nothing is fetched through ``__getitem__`` and no random number is
+drawn.
 
 Rule. The items of each evaluation loader (one whose batches were never trained on) are compared with the items of
 the training loaders. The *baseline* is the share of training items that equal another item of the same training
@@ -37,11 +38,11 @@ be judged by its items.
 
 Known limits. Items are compared as stored: a copy augmented, noised, cropped or re-encoded is not identical and is
 not seen, and neither is a leak through items made by code (no per-item store of the dataset's length: not judged).
-Data sets of more than 1,000,000 items or 1 GiB of stored inputs are not read. Loops that slice tensors by hand, with
-no DataLoader, are not judged, nor are loaders whose sampler of the script's own drew only part of the dataset in a
-whole pass (which part, the probe does not read; ``SubsetRandomSampler``, also inside a ``BatchSampler``, is read,
-and a ``DistributedSampler`` shares every item among the ranks). A training accuracy measured on a sample of the training items rebuilt as a data set of
-its own (not a ``Subset`` of the training one) reads as a leak.
+Data sets of more than 1,000,000 items or 1 GiB of stored inputs are not read. Loops that slice tensors by hand,
+with no DataLoader, are not judged, nor are loaders whose sampler of the script's own drew only part of the dataset
+in a whole pass (which part, the probe does not read; ``SubsetRandomSampler``, also inside a ``BatchSampler``, is
+read, and a ``DistributedSampler`` shares every item among the ranks). A training accuracy measured on a sample of
+the training items rebuilt as a data set of its own (not a ``Subset`` of the training one) reads as a leak.
 """
 from __future__ import annotations
 
@@ -180,9 +181,10 @@ class Observer:
 
 def key_of(row: dict) -> tuple:
     """What identifies the items a loader read: its store and the indices it drew from it."""
+    indices = None if row.get("indices") is None else tuple(row["indices"])
     if not row["source"]:
-        return ("", row["why"])
-    return row["identity"], None if row["indices"] is None else tuple(row["indices"])
+        return "", row["why"], row.get("object"), indices
+    return row["identity"], indices
 
 
 def distinct(rows) -> list[dict]:
@@ -208,7 +210,17 @@ def store_of(dataset) -> dict:
     """The dataset's widest per-item store, fingerprinted item by item."""
     import torch
 
+    from torch.utils.data import ConcatDataset
+
     name = type(dataset).__name__
+    if isinstance(dataset, ConcatDataset):  # its parts' items, one after the other
+        parts = [store_of(part) for part in dataset.datasets]
+        unread = next((part for part in parts if not part["source"]), None)
+        if unread is not None or not parts:
+            return {"source": "", "why": f"a part of {name} cannot be read: {unread['why'] if unread else 'none'}"}
+        return {"dataset": name, "source": f"{name} of {', '.join(dict.fromkeys(p['source'] for p in parts))}",
+                "why": "", "identity": "+".join(p["identity"] for p in parts),
+                "prints": [x for part in parts for x in part["prints"]]}
     try:
         n = len(dataset)
     except TypeError:
@@ -225,12 +237,12 @@ def store_of(dataset) -> dict:
         else:
             width = listed_width(value) + 0.5  # a list outranks a table as wide
         if width < 2:  # one value per item: a label, an index, or (a real number beside a label) an input
-            if isinstance(value, torch.Tensor) and value.is_floating_point():
-                scalars.append((attr, value))
+            if isinstance(value, torch.Tensor) and value.is_floating_point() and attr.endswith("[0]"):
+                scalars.append((attr, value))  # the first of a tuple of tensors: (inputs, targets)
             continue
         if best is None or width > best[0]:
             best = (width, attr, value)
-    if best is None and scalars and stores >= 2:  # inputs of one real number each, stored beside their targets
+    if best is None and scalars and stores >= 2:  # inputs of one real number each, stored first, before their targets
         best = (1, *scalars[0])
     if best is None:
         return {"source": "", "why": (f"{name} stores no inputs of its length, only labels or nothing (its items come "
