@@ -29,12 +29,12 @@ a failure: reporting a training accuracy alone is a choice, and whether the scri
 something a run shows.
 
 Why a correct script does not fail. Honest splits share no stored item beyond the repeats the data set holds anyway.
-An evaluation of (nearly) every training item, beside another, held-out, evaluation set (a training accuracy on a copy
-without augmentation, a k-NN monitor's memory bank) is not counted. Each evaluation is compared with
-the training of the models it evaluated (all training, when it evaluated none that trained: an averaged copy):
-cross-validation, each fold's model trained on the other folds, is judged fold by fold. A training set built again
-(after a restart) repeats nothing. A data set whose training items mostly repeat each other (more than half) cannot
-be judged by its items.
+An evaluation of (nearly) every training item, beside another, held-out, evaluation set (a training accuracy on a
+copy without augmentation, a k-NN monitor's memory bank) is not counted. Each evaluation is compared with the
+training that preceded it, of the models it evaluated (all training, when none preceded it or it evaluated none that
+trained: an averaged copy): cross-validation, each fold's model trained on the other folds, is judged fold by fold,
+whether the model is built anew for each fold or reset. A training set built again (after a restart) repeats
+nothing. A data set whose training items mostly repeat each other (more than half) cannot be judged by its items.
 
 Known limits. Items are compared as stored: a copy augmented, noised, cropped or re-encoded is not identical and is
 not seen, and neither is a leak through items made by code (no per-item store of the dataset's length: not judged).
@@ -144,17 +144,22 @@ class Observer:
             if forward.pass_index is not None:
                 models.setdefault(session.passes[forward.pass_index].loader, set()).add(forward.module)
         self._drawn_in_part()
+        roles = [session.role(p.index) if p.batches else None for p in session.passes]
         public = ("dataset", "source", "items", "why")
         train_keys = [k for k in sorted(self.read) if k in train]
         training = distinct(self.read[k] for k in train_keys)
         evaluations = []
         for row in distinct(self.read[k] for k in sorted(self.read) if k in evaluated and k not in train):
             out = {"dataset": "", "items": 0, **{k: row.get(k) for k in public if k in row}}
-            # compared with the training of the models it evaluated (k-fold: each fold's model, its own training
-            # items); with all training when it evaluated none of them (an averaged copy of the model)
+            # compared with the training that preceded its passes, of the models it evaluated (k-fold: each fold's
+            # model, its own fold's training, whether the model is built anew or reset); with all training where
+            # none preceded it or it evaluated none of the models trained (an averaged copy of the model)
             same = [k for k in sorted(self.read) if k in evaluated and key_of(self.read[k]) == key_of(row)]
             judged = set().union(*(models.get(k, set()) for k in same))
-            related = [k for k in train_keys if models.get(k, set()) & judged] or train_keys
+            window = preceding(session, roles, set(same))
+            related = ([k for k in train_keys if k in window and models.get(k, set()) & judged]
+                       or [k for k in train_keys if k in window]
+                       or [k for k in train_keys if models.get(k, set()) & judged] or train_keys)
             readable = [r for r in distinct(self.read[k] for k in related) if r["source"]]
             out["own"] = any(own(row, self.read[k]) for k in related)
             if row["source"] and readable and not out["own"]:
@@ -163,7 +168,6 @@ class Observer:
         reevaluated = sum(1 for p in session.passes if p.batches and p.loader in train and session.role(p.index) == "eval")
         return Observation([{"dataset": "", "items": 0, **{k: row[k] for k in public if k in row}}
                             for row in training], evaluations, reevaluated)
-
 
     def _drawn_in_part(self) -> None:
         """A loader whose sampler drew only part of its dataset's items in a whole pass, through a sampler this
@@ -177,6 +181,24 @@ class Observer:
                 self.read[key] = {"source": "", "object": row["object"], "indices": None, "unknown": True,
                                   "why": (f"its sampler drew {max(drawn)} of the {row['items']} items of "
                                           f"{row['dataset']} in a pass: which ones, this probe does not read")}
+
+
+def preceding(session, roles: list, keys: set[int]) -> set[int]:
+    """The training loaders of the training that preceded each evaluation pass of the loaders ``keys``: walking
+    back from the pass over other evaluations to the last training pass, then over the training passes since the
+    evaluation before them."""
+    found: set[int] = set()
+    for p in session.passes:
+        if p.loader not in keys or roles[p.index] != "eval":
+            continue
+        i = p.index - 1
+        while i >= 0 and roles[i] != "train":
+            i -= 1
+        while i >= 0 and roles[i] != "eval":
+            if roles[i] == "train":
+                found.add(session.passes[i].loader)
+            i -= 1
+    return found
 
 
 def key_of(row: dict) -> tuple:
