@@ -73,9 +73,8 @@ class Observation:
     # "training": per training DataLoader, {"dataset" (class name), "source" (the store fingerprinted, "" when none
     # could be), "items", "why" (why not)}; "evaluations": per evaluation DataLoader, the same and "own" (it reads
     # the training loaders' very items: the same store, a subset of the same indices), "shared" (its items identical
-    # to a training item), "repeats" (the share of training items equal to another training item), "expected"
-    # (shared items the repeats explain), "train_items", "leaks" (beyond the baseline: see the rule), "covers"
-    # (it holds nearly every training item)
+    # to a training item), "repeats" (the share of training items equal to another training item), "train_items",
+    # "leaks" (beyond the baseline: see the rule), "covers" (it holds nearly every training item)
     training: list[dict] = field(default_factory=list)
     evaluations: list[dict] = field(default_factory=list)
     reevaluated: int = 0  # evaluation passes over a training DataLoader itself
@@ -138,13 +137,13 @@ class Observer:
     def summary(self) -> Observation:
         session = self.session
         train = session.training_loaders()
-        evaluated = {p.loader for p in session.passes if p.batches and session.role(p.index) == "eval"}
         models: dict[int, set[int]] = {}  # loader -> the models its batches were fed to
         for forward in session.forwards:
             if forward.pass_index is not None:
                 models.setdefault(session.passes[forward.pass_index].loader, set()).add(forward.module)
         self._drawn_in_part()
         roles = [session.role(p.index) if p.batches else None for p in session.passes]
+        evaluated = {p.loader for p in session.passes if roles[p.index] == "eval"}
         public = ("dataset", "source", "items", "why")
         train_keys = [k for k in sorted(self.read) if k in train]
         training = distinct(self.read[k] for k in train_keys)
@@ -165,7 +164,7 @@ class Observer:
             if row["source"] and readable and not out["own"]:
                 out.update(compare(readable, row))
             evaluations.append(out)
-        reevaluated = sum(1 for p in session.passes if p.batches and p.loader in train and session.role(p.index) == "eval")
+        reevaluated = sum(1 for p in session.passes if p.loader in train and roles[p.index] == "eval")
         return Observation([{"dataset": "", "items": 0, **{k: row[k] for k in public if k in row}}
                             for row in training], evaluations, reevaluated)
 
@@ -463,7 +462,7 @@ def compare(train: list[dict], held: dict) -> dict:
     # the binomial variance of the share measured on the training items)
     variance = m * repeats * (1 - repeats) + m * m * repeats * (1 - repeats) * 2 / max(items, 1)
     spread = SIGMAS * math.sqrt(max(variance, 1.0))
-    return {"shared": shared, "train_items": len(union), "repeats": repeats, "expected": expected,
+    return {"shared": shared, "train_items": len(union), "repeats": repeats,
             "leaks": shared >= MIN_SHARED and shared - expected >= spread and shared / m - repeats >= MIN_EXCESS,
             "covers": len(set(held["prints"]) & union) >= COVERS * len(union)}
 

@@ -15,28 +15,18 @@ import libcst as cst
 from katas.catalogue import Bug
 from katas.engine.context import Context
 from katas.engine.operator import Example, Operator, Site, rewrite
+from katas.engine.patterns import data_pair
 from katas.engine.tree import find
 
 FACTORIES = {f"torch.{name}" for name in ("randn", "rand", "zeros", "ones", "empty", "full")}  # float tables
 CLASS_MAKERS = {"torch.randint", "torch.bucketize", "torch.argmax", "torch.multinomial"}  # integer labels
 CLASS_METHODS = {"long", "argmax", "int"}
-DATASET = "torch.utils.data.TensorDataset"
 
 
 class WriteLabelIntoFeatures(Operator):
     """Before a data function returns ``features, labels``, write the labels into the last feature column."""
 
     no_site = "no function returns its data as features (a tensor of one row per sample) and labels"
-
-    def pair(self, ctx: Context, value: cst.BaseExpression | None):
-        """(features, labels) that a ``return`` gives, or None."""
-        if isinstance(value, cst.Tuple) and len(value.elements) == 2 \
-                and not any(isinstance(e, cst.StarredElement) for e in value.elements):
-            return value.elements[0].value, value.elements[1].value
-        if isinstance(value, cst.Call) and ctx.is_call_to(value, DATASET) and len(value.args) == 2 \
-                and all(a.keyword is None and not a.star for a in value.args):
-            return value.args[0].value, value.args[1].value
-        return None
 
     def table(self, ctx: Context, function: cst.FunctionDef, features: cst.BaseExpression) -> cst.Name | None:
         """The name in ``features`` bound, in ``function``, to a float tensor of one row per sample: made by a factory
@@ -78,7 +68,7 @@ class WriteLabelIntoFeatures(Operator):
         found = []
         for ret in ctx.all(cst.Return):
             function = ctx.enclosing(ret, cst.FunctionDef)
-            pair = self.pair(ctx, ret.value)
+            pair = data_pair(ctx, ret.value)
             if function is None or pair is None:
                 continue
             name = self.table(ctx, function, pair[0])
@@ -88,7 +78,7 @@ class WriteLabelIntoFeatures(Operator):
         return found
 
     def mutate(self, ctx: Context, site: Site):
-        features, labels = self.pair(ctx, site.node.value)
+        features, labels = data_pair(ctx, site.node.value)
         name = self.table(ctx, ctx.enclosing(site.node, cst.FunctionDef), features)
         written = cst.parse_statement(f"{name.value}[:, -1] = {ctx.code(labels)}\n")
         statement = ctx.statement(site.node)

@@ -14,9 +14,9 @@ import libcst as cst
 from katas.catalogue import Bug
 from katas.engine.context import Context
 from katas.engine.operator import Example, Operator, Site, rewrite
+from katas.engine.patterns import TENSOR_DATASET, data_pair
 from katas.engine.tree import find
 
-DATASET = "torch.utils.data.TensorDataset"
 PLAIN = (cst.Integer, cst.Float, cst.SimpleString, cst.Name)
 
 
@@ -30,11 +30,8 @@ class DrawValidationFromTraining(Operator):
         for ret in find(function.body, cst.Return):
             if ctx.enclosing(ret, cst.FunctionDef) is not function:
                 continue
-            value = ret.value
-            if isinstance(value, cst.Tuple) and len(value.elements) == 2 \
-                    and not any(isinstance(e, cst.StarredElement) for e in value.elements):
-                return True
-            if isinstance(value, cst.Call) and ctx.is_call_to(value, DATASET):
+            if data_pair(ctx, ret.value) is not None \
+                    or (isinstance(ret.value, cst.Call) and ctx.is_call_to(ret.value, TENSOR_DATASET)):
                 return True
         return False
 

@@ -14,6 +14,7 @@ NO_GRAD = {"torch.no_grad", "torch.autograd.no_grad", "torch.autograd.grad_mode.
 
 BLOCKS = (cst.IndentedBlock, cst.Module)
 ENDS_BLOCK = (cst.Return, cst.Raise, cst.Break, cst.Continue)
+TENSOR_DATASET = "torch.utils.data.TensorDataset"
 CONSTANT_TESTS = {"False": False, "None": False, "0": False, "TYPE_CHECKING": False, "typing.TYPE_CHECKING": False,
                   "True": True, "1": True, "__debug__": True}
 
@@ -23,6 +24,17 @@ def call_statement(statement: cst.CSTNode) -> cst.Call | None:
     if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(statement.body[0], cst.Expr):
         value = statement.body[0].value
         return value if isinstance(value, cst.Call) else None
+    return None
+
+
+def data_pair(ctx: Context, value: cst.BaseExpression | None) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    """(inputs, targets) that a ``return`` gives as a data set: ``return x, y`` or ``return TensorDataset(x, y)``."""
+    if isinstance(value, cst.Tuple) and len(value.elements) == 2 \
+            and not any(isinstance(e, cst.StarredElement) for e in value.elements):
+        return value.elements[0].value, value.elements[1].value
+    if isinstance(value, cst.Call) and ctx.is_call_to(value, TENSOR_DATASET) and len(value.args) == 2 \
+            and all(a.keyword is None and not a.star for a in value.args):
+        return value.args[0].value, value.args[1].value
     return None
 
 
