@@ -6,7 +6,7 @@ checker (forked from warm servers, two at a time), and keeps what `kata new` mak
 (katas.observation.describe): the difficulty, what differs visibly from the correct run, and the words. `kata bugs`,
 the catalogue pages and `kata interview --difficulty` read the difficulties; the tests compare them with fresh runs.
 Run from the repository root: `python bench/measure_difficulty.py` (about 5 minutes on 2 idle cores); `--bug ID`
-measures one bug against the correct runs the file keeps and merges it in.
+measures one bug against the correct runs the file keeps (a reference the file lacks is run too) and merges it in.
 """
 from __future__ import annotations
 
@@ -63,7 +63,8 @@ def main() -> None:
         finally:
             servers.put(server)
 
-    jobs = [] if kept else [(name, path.read_text()) for name, path in references().items()]
+    fresh = [name for name in references() if not kept or name not in kept["references"]]  # a new reference too
+    jobs = [(name, references()[name].read_text()) for name in fresh]
     jobs += [(name, inject(bug, path.read_text(), SEED, path.name).source) for bug, name, path in cases]
     try:
         with ThreadPoolExecutor(max_workers=args.workers) as pool:
@@ -73,7 +74,9 @@ def main() -> None:
             servers.get().close()
     if kept:
         correct = {name: Measured.from_json(entry) for name, entry in kept["references"].items()}
-        doc: dict = {**kept, "bugs": {bug: refs for bug, refs in kept["bugs"].items() if bug not in args.bug}}
+        correct.update(zip(fresh, runs))
+        doc: dict = {**kept, "references": {name: m.to_json() for name, m in correct.items()},
+                     "bugs": {bug: refs for bug, refs in kept["bugs"].items() if bug not in args.bug}}
     else:
         correct = dict(zip(references(), runs))
         doc = {"schema": SCHEMA, "seed": SEED, "references": {name: m.to_json() for name, m in correct.items()},

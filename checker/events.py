@@ -39,6 +39,8 @@ event               arguments
 ``PRETRAINED``      the module ``Embedding.from_pretrained`` (or ``EmbeddingBag``'s) just built
 ``GENERATOR``       ``(generator, where)``: a ``torch.Generator`` the script made, and its line (ranks only)
 ``LOG_SOFTMAX``     ``(input, dim)``: a ``log_softmax`` (``F.log_softmax``, ``torch.log_softmax``, the method)
+``AUTOGRAD_GRAD``   ``(inputs, grads)``: a ``torch.autograd.grad`` call that just returned: the tensors it took
+                    the gradient with respect to, and the gradients it returned (None for an unused input)
 ==================  ==========================================================
 """
 from __future__ import annotations
@@ -74,6 +76,7 @@ class Event(enum.Enum):
     PRETRAINED = "pretrained"
     GENERATOR = "generator"
     LOG_SOFTMAX = "log-softmax"
+    AUTOGRAD_GRAD = "autograd-grad"
 
 
 @dataclass

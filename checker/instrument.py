@@ -78,6 +78,7 @@ class Instrumentation:
         self._wrap_mode_functions()
         self._wrap_losses()
         self._wrap_log_softmax()
+        self._wrap_autograd_grad()
         self._wrap_grad_scaler()
         self._wrap_schedulers()
         self._wrap_distributed()
@@ -295,6 +296,32 @@ class Instrumentation:
 
         self._patch(torch.Tensor, "log_softmax", observed(torch.Tensor.log_softmax))
         self._patch(torch, "log_softmax", observed(torch.log_softmax))
+
+    def _wrap_autograd_grad(self) -> None:
+        """``torch.autograd.grad``: what it differentiated with respect to, and what it returned (an inner
+        optimisation step's gradient, a gradient penalty's)."""
+        session = self.session
+        original = torch.autograd.grad
+        read = arguments_of(original)
+
+        @functools.wraps(original)
+        def grad(*args: Any, **kwargs: Any) -> Any:
+            if torch.compiler.is_compiling() or not session.listening(Event.AUTOGRAD_GRAD):
+                return original(*args, **kwargs)
+            inputs = read(args, kwargs)["inputs"]
+            if not isinstance(inputs, (torch.Tensor, tuple, list)) and hasattr(inputs, "__iter__"):
+                # a generator (``model.parameters()``) is read once; grad reads it as a tuple all the same
+                inputs = tuple(inputs)
+                if "inputs" in kwargs:
+                    kwargs = {**kwargs, "inputs": inputs}
+                else:
+                    args = (*args[:1], inputs, *args[2:])
+            result = original(*args, **kwargs)
+            given = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
+            session.emit(Event.AUTOGRAD_GRAD, given, tuple(result))
+            return result
+
+        self._patch(torch.autograd, "grad", grad)
 
     # -- mixed precision and schedulers ------------------------------------
     def _wrap_grad_scaler(self) -> None:

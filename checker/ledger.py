@@ -123,8 +123,11 @@ class UpdateLedger(Timeline):
         self.emit(Event.BACKWARD, loss)
 
     def running(self, module: torch.nn.Module) -> None:
+        """Watch the parameters a module runs with; a tensor computed from others that ``functional_call`` put in a
+        parameter's place (a fast weight of an inner loop) is not a parameter: its gradient flows on to the leaf it
+        was made from."""
         for p in module._parameters.values():
-            if p is not None and p.requires_grad:
+            if p is not None and p.requires_grad and p.grad_fn is None:
                 self.params.watch(p, self._on_grad)
 
     def _on_grad(self, p: torch.Tensor, grad: torch.Tensor) -> None:

@@ -911,3 +911,51 @@ VARIANTS.update({
         },
     },
 })
+
+# The meta-learning reference's inner step, as planted katas keep it.
+INNER_GRAD = "        grads = torch.autograd.grad(loss, list(params.values()), create_graph=create_graph)\n"
+TRAIN_ADAPT = "            fast = adapt(model, x[:SUPPORT], y[:SUPPORT], create_graph=False)\n"
+IN_PLACE = "        for p, g in zip(params.values(), grads):\n            p.data -= INNER_LR * g\n"
+VARIANTS.update({
+    "first-order": {
+        "ref": "meta",
+        "fixes": {
+            "the inner gradient always differentiable": [
+                (INNER_GRAD, INNER_GRAD.replace("create_graph=create_graph", "create_graph=True"))],
+            "differentiable while the gradient is recorded": [
+                (INNER_GRAD, INNER_GRAD.replace("create_graph=create_graph", "create_graph=torch.is_grad_enabled()"))],
+            "differentiable while the model is in training mode": [
+                (TRAIN_ADAPT, TRAIN_ADAPT.replace("create_graph=False", "create_graph=model.training"))],
+        },
+        "masks": {
+            "the graph retained instead": [
+                (INNER_GRAD, INNER_GRAD.replace("create_graph=create_graph", "create_graph=create_graph, "
+                                                                             "retain_graph=True"))],
+            "differentiable, then detached": [
+                (TRAIN_ADAPT, TRAIN_ADAPT.replace("create_graph=False", "create_graph=True")),
+                (INNER_GRAD, INNER_GRAD + "        grads = [g.detach() for g in grads]\n")],
+        },
+    },
+    "inner-inplace": {
+        "ref": "meta",
+        "fixes": {
+            "fast weights by torch.sub": [
+                (IN_PLACE, "        params = {name: torch.sub(p, g, alpha=INNER_LR) "
+                           "for (name, p), g in zip(params.items(), grads)}\n")],
+            "a copy of the parameters per task, stepped in place": [
+                ("    params = dict(model.named_parameters())\n",
+                 "    params = {name: p.clone() for name, p in model.named_parameters()}\n")],
+            "new fast weights built in a loop": [
+                (IN_PLACE, "        fast = {}\n"
+                           "        for (name, p), g in zip(params.items(), grads):\n"
+                           "            fast[name] = p - INNER_LR * g\n"
+                           "        params = fast\n")],
+        },
+        "masks": {
+            "the new values copied into .data": [
+                (IN_PLACE, "        for p, g in zip(params.values(), grads):\n"
+                           "            p.data.copy_(p - INNER_LR * g)\n")],
+            "a smaller inner step": [("INNER_STEPS, INNER_LR = 2, 0.05\n", "INNER_STEPS, INNER_LR = 2, 0.005\n")],
+        },
+    },
+})

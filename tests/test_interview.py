@@ -32,7 +32,7 @@ SOURCES = {name: (REFERENCES / f"{name}.py").read_text() for name in NAMES}
 
 
 CHECKED = 8  # seeds whose 3-bug tasks and bug-free disguises run under the checker (2 × CHECKED checks)
-GENERATED = 24  # seeds whose 3-bug tasks are generated and diffed
+GENERATED = 36  # seeds whose 3-bug tasks are generated and diffed (six per reference)
 SMALL = 4  # seeds whose 1- and 2-bug tasks are generated and counted
 
 
@@ -304,8 +304,11 @@ def test_grade_after_the_key_finds_every_bug_fixed_and_scores_the_fixes(issued, 
     assert "**3 of 3 bugs fixed**" in report and "- none" in report and "**Score: 6 of 12**" in report
 
 
-def test_grade_names_a_new_symptom_the_candidate_introduced_and_takes_a_point(issued, tmp_path):
-    task, key = copy_of(issued, tmp_path)
+def test_grade_names_a_new_symptom_the_candidate_introduced_and_takes_a_point(tmp_path):
+    """On the classifier, whose seed-5 task plants no zero-grad: a candidate who removes the zeroing adds a symptom."""
+    task, key = tmp_path / "task", tmp_path / "interviewer"
+    result = CliRunner().invoke(main, [*ISSUE, "--ref", "classifier", "--out", str(task), "--key", str(key)])
+    assert result.exit_code == 0, result.output
     solution = (key / "solution.py").read_text()
     broken_elsewhere = solution.replace(".zero_grad(set_to_none=True)", ".zero_grad(set_to_none=True) if False else None")
     assert broken_elsewhere != solution

@@ -147,7 +147,7 @@ class Observer:
         if self._mode is None or not self._on_stack():
             return
         module = forward.ref() if forward.ref is not None else None
-        if module is not None and next(module.parameters(), None) is None:
+        if module is not None and next(iter(module.parameters()), None) is None:
             return  # a loss module without parameters: its computation is part of the loss
         self._armed = False
         self._pop()

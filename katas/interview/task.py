@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from katas.bugs import BUGS
 from katas.catalogue import DIFFICULTIES, Bug, difficulty
@@ -20,6 +20,7 @@ from katas.interview.disguise import disguise
 from katas.interview.names import DESCRIPTIONS
 
 LEVELS = tuple(DIFFICULTIES)  # easiest first
+MAX_PLANTS = 200  # plants tried for one task before it is given up as asking for too many bugs
 # Pairs that hide each other's symptom: without eval() there is no evaluation mode to get stuck in;
 # a cut gradient path keeps the model from growing confident enough to reach log(0).
 CONFLICTS = {frozenset({"eval-mode", "train-mode"}), frozenset({"detach", "log0"})}
@@ -55,9 +56,12 @@ CONFLICTS |= {frozenset({"no-step", other}) for other in ("ddp-module", "ddp-ran
 CONFLICTS |= {frozenset({"ddp-no-sampler", other}) for other in ("ddp-rank-seed", "ddp-set-epoch")}
 CONFLICTS |= {frozenset({"ddp-metric", "metric-count"}), frozenset({"ddp-set-epoch", "no-shuffle"})}
 # A model that cannot learn (shifted labels, broadcast targets) sits at chance, where a rate too high has no fall to
-# undo and no climb to show; a detached body leaves a linear head, which tolerates the rate; without a step there
+# undo and no climb to show; a detached (or frozen) body leaves a linear head, which tolerates the rate; without a step there
 # is no rate at all. Shifted labels no longer match the copy of the label a leak wrote into the inputs.
-CONFLICTS |= {frozenset({"lr-high", other}) for other in ("label-shift", "shape-broadcast", "detach", "no-step")}
+CONFLICTS |= {frozenset({"lr-high", other}) for other in ("label-shift", "shape-broadcast", "detach", "frozen",
+                                                          "no-step")}
+# Inner steps written into the parameters leave no fast weights whose steps the meta-gradient could be checked on.
+CONFLICTS |= {frozenset({"first-order", "inner-inplace"})}
 CONFLICTS |= {frozenset({"label-leak", "label-shift"})}
 
 
@@ -112,17 +116,38 @@ def generate(reference: str, source: str, n_bugs: int, seed: int, level: str | N
     rng.shuffle(candidates)
     if level is not None:  # the requested level first, then each level below it in turn
         candidates.sort(key=lambda b: LEVELS.index(level) - LEVELS.index(difficulty(b, reference)))
-    for bug in candidates:
-        if len(task.planted) == n_bugs:
-            break
-        if any(frozenset({bug.id, p.bug.id}) in CONFLICTS for p in task.planted):
-            continue
-        if plant(task, bug, rng, ctx) and len(task.planted) < n_bugs:
-            ctx = Context.of(task.script)
+    most = draw(task, candidates, n_bugs, rng, ctx)
     if len(task.planted) < n_bugs:
-        raise TaskError(f"only {len(task.planted)} compatible bugs apply to {reference}"
+        raise TaskError(f"only {most} compatible bugs apply to {reference}"
                         + (f" at difficulty {level}" if level else ""))
     return task
+
+
+def draw(task: Task, candidates: list[Bug], n_bugs: int, rng: random.Random, ctx: Context, start: int = 0,
+         budget: list[int] | None = None) -> int:
+    """Plant ``n_bugs`` compatible bugs, each the first of ``candidates`` (from ``start``) that plants beside those
+    before it; where the first choices leave too few (a small reference whose bugs hide one another), go back and
+    try the next ones, at most MAX_PLANTS plants in all. Returns the most bugs planted together."""
+    budget = [MAX_PLANTS] if budget is None else budget
+    most = len(task.planted)
+    for i in range(start, len(candidates)):
+        if len(task.planted) == n_bugs or budget[0] <= 0:
+            break
+        bug = candidates[i]
+        if any(frozenset({bug.id, p.bug.id}) in CONFLICTS for p in task.planted):
+            continue
+        saved = task.script, [replace(p, lines=list(p.lines), removed_at=list(p.removed_at)) for p in task.planted]
+        state = rng.getstate()
+        budget[0] -= 1
+        if not plant(task, bug, rng, ctx):
+            continue
+        done = len(task.planted) == n_bugs
+        most = max(most, draw(task, candidates, n_bugs, rng, ctx if done else Context.of(task.script), i + 1, budget))
+        if len(task.planted) == n_bugs:
+            return most
+        task.script, task.planted = saved
+        rng.setstate(state)
+    return max(most, len(task.planted))
 
 
 def plant(task: Task, bug: Bug, rng: random.Random, ctx: Context) -> bool:
