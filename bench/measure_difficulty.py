@@ -5,13 +5,14 @@ does, and tests/test_injected_bugs.py with its first seed), runs the planted scr
 checker (forked from warm servers, two at a time), and keeps what `kata new` makes of the two runs
 (katas.observation.describe): the difficulty, what differs visibly from the correct run, and the words. `kata bugs`,
 the catalogue pages and `kata interview --difficulty` read the difficulties; the tests compare them with fresh runs.
-Run from the repository root: `python bench/measure_difficulty.py` (about 5 minutes on 2 idle cores); `--bug ID`
+Run from the repository root: `python bench/measure_difficulty.py` (about a minute on 2 idle cores); `--bug ID`
 measures one bug against the correct runs the file keeps (a reference the file lacks is run too) and merges it in.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import queue
 import sys
 import tempfile
@@ -21,6 +22,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+# As in the test suite that compares with this file: checks run side by side, one math thread each (more would starve
+# one another, and the figures a script prints can differ in their last digit with the number of threads).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from checker.runner import Limits, child_env  # noqa: E402
 from checker.warm import WarmServer  # noqa: E402

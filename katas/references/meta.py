@@ -83,7 +83,7 @@ def fit(model, device, epochs=4, tasks_per_step=2, lr_per_task=5e-3):
     for epoch in range(epochs):
         train_loss = train_one_epoch(model, optimizer, g, device, tasks_per_step)
         val_loss = evaluate(model, val_tasks, device)
-        print(f"epoch {epoch}  train {train_loss:.4f}  val {val_loss:.4f}")
+        print(f"epoch {epoch}  train {train_loss:.3f}  val {val_loss:.3f}")
     return model
 
 
