@@ -84,7 +84,7 @@ def train(model, where, max_epochs=4, tasks_per_step=2, lr_per_task=5e-3):
     for e in range(max_epochs):
         fit_loss = fit_epoch(model, updater, g, where, tasks_per_step)
         holdout_loss = validate(model, val_tasks, where)
-        print(f"epoch {e}  train {fit_loss:.4f}  val {holdout_loss:.4f}")
+        print(f"epoch {e}  train {fit_loss:.3f}  val {holdout_loss:.3f}")
     return model
 
 

@@ -75,7 +75,7 @@ def run_training(model, dev, num_epochs=4, tasks_per_step=2, lr_per_task=5e-3):
     for e in range(num_epochs):
         fit_loss = train_epoch(model, optim_, g, dev, tasks_per_step)
         eval_loss = validate(model, val_tasks, dev)
-        print(f"epoch {e}  train {fit_loss:.4f}  val {eval_loss:.4f}")
+        print(f"epoch {e}  train {fit_loss:.3f}  val {eval_loss:.3f}")
     return model
 
 
