@@ -959,3 +959,32 @@ VARIANTS.update({
         },
     },
 })
+
+SYNC = "                target_net.load_state_dict(q_net.state_dict())\n"  # the planted target-sync: every update
+VARIANTS.update({
+    "target-sync": {
+        "ref": "rl",
+        "fixes": {
+            "Polyak averaging after every update": [
+                (SYNC, "                with torch.no_grad():\n"
+                       "                    for t, p in zip(target_net.parameters(), q_net.parameters()):\n"
+                       "                        t.lerp_(p, 0.02)\n")],
+            "a sync once per epoch": [
+                (SYNC, ""),
+                ("        print(f\"epoch {epoch}", "        target_net.load_state_dict(q_net.state_dict())\n"
+                                               "        print(f\"epoch {epoch}")],
+            "a sync when an episode ends": [
+                (SYNC, "                if terminal or cut_off:\n"
+                       "    " + SYNC)],
+            "a sync every 64 moves in the environment": [
+                (SYNC, "                if (epoch * steps + step) % 64 == 0:\n"
+                       "    " + SYNC)],
+        },
+        "masks": {
+            "a fresh deep copy instead of load_state_dict": [
+                (SYNC, "                target_net = copy.deepcopy(q_net)\n")],
+            "a smaller learning rate": [("    optimizer = torch.optim.Adam(q_net.parameters())",
+                                         "    optimizer = torch.optim.Adam(q_net.parameters(), lr=3e-4)")],
+        },
+    },
+})

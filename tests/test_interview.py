@@ -32,7 +32,7 @@ SOURCES = {name: (REFERENCES / f"{name}.py").read_text() for name in NAMES}
 
 
 CHECKED = 8  # seeds whose 3-bug tasks and bug-free disguises run under the checker (2 × CHECKED checks)
-GENERATED = 36  # seeds whose 3-bug tasks are generated and diffed (six per reference)
+GENERATED = 42  # seeds whose 3-bug tasks are generated and diffed (six per reference)
 SMALL = 4  # seeds whose 1- and 2-bug tasks are generated and counted
 
 

@@ -41,6 +41,7 @@ from katas.bugs import (
     scheduler,
     shape_broadcast,
     softmax_ce,
+    target_sync,
     train_mode,
     unscale_clip,
     untied,
@@ -59,7 +60,8 @@ BUGS: dict[str, Bug] = {
                    shape_broadcast, no_shuffle, label_shift, frozen, raw_inputs, decay_norm, pad_loss, pad_pool, key_mask,
                    view_transpose, pad_global, no_grouping, accum_scale, accum_sched, unscale_clip, resume_state,
                    causal_mask, no_shift, untied, bptt_leak, ddp_set_epoch, ddp_no_sampler, ddp_metric, ddp_module,
-                   ddp_save, ddp_rank_seed, lr_high, label_leak, val_leak, first_order, inner_inplace)
+                   ddp_save, ddp_rank_seed, lr_high, label_leak, val_leak, first_order, inner_inplace,
+                   target_sync)
 }
 
 

@@ -69,12 +69,19 @@ def grad_switch(ctx: Context, expr: cst.BaseExpression) -> bool:
 
 def evaluates(ctx: Context, root: cst.CSTNode, inner: set) -> bool:
     """Whether the code under ``root`` evaluates a model: it calls one, never calls ``backward()``, and is not part
-    of every training step unless it loops over batches of its own (validation inside the training loop)."""
+    of every training step unless it loops over batches of its own (validation inside the training loop). A
+    function that another function calls on its way to ``backward()`` is part of that step (a TD target's
+    forward called from the update that backpropagates the loss it enters)."""
     calls = ctx.calls(root)
     if not any(ctx.role(c.func).kind == MODEL for c in calls) or any(method(c) == "backward" for c in calls):
         return False
-    per_step = runs_within(ctx, root, lambda a: a in inner)  # a teacher's or target network's forward, a GAN's fakes
-    return not per_step or bool(find(root, *LOOPING))
+    own = ctx.enclosing(root, cst.FunctionDef)
+
+    def step(a: cst.CSTNode) -> bool:  # a teacher's or target network's forward, a GAN's fakes
+        return a in inner or (isinstance(a, cst.FunctionDef) and a is not own
+                              and any(method(c) == "backward" for c in ctx.calls(a)))
+
+    return not runs_within(ctx, root, step) or bool(find(root, *LOOPING))
 
 
 class RemoveNoGrad(Operator):

@@ -63,6 +63,9 @@ CONFLICTS |= {frozenset({"lr-high", other}) for other in ("label-shift", "shape-
 # Inner steps written into the parameters leave no fast weights whose steps the meta-gradient could be checked on.
 CONFLICTS |= {frozenset({"first-order", "inner-inplace"})}
 CONFLICTS |= {frozenset({"label-leak", "label-shift"})}
+# A target network can only be seen to lag behind weights that move and stay finite: without a step there is no
+# update to lag by, and weights a rate too high turned to NaN equal nothing.
+CONFLICTS |= {frozenset({"target-sync", other}) for other in ("no-step", "lr-high")}
 
 
 class TaskError(ValueError):
