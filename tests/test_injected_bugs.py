@@ -50,7 +50,7 @@ BREAKS_TRAINING: dict[str, bool | tuple[str, ...]] = {
     "log0": True,
     "accum-sched": True,
     "untied": True,  # the copy is taken before the embedding's own initialisation, which it then misses
-    "zero-grad": ("ddp", "rl"),  # SGD with momentum on the summed gradients diverges on ddp; the Q-values drift on rl
+    "zero-grad": ("ddp",),  # SGD with momentum on the summed gradients diverges there
     "no-step": True,
     "shape-broadcast": True,
     "softmax-ce": ("lm",),

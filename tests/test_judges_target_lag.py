@@ -10,7 +10,8 @@ import torch.nn as nn
 
 from checker.facts import RunFacts
 from checker.findings import FAIL, NOT_APPLICABLE, PASS
-from checker.probes.target_lag import Copy, Observation, equal, judge, same_storage
+from checker.probes._shared.copies import Copy, equal, same_storage
+from checker.probes.target_lag import Observation, judge
 
 
 def test_a_copy_is_equal_until_one_element_moves_and_shares_storage_only_when_aliased():
@@ -33,15 +34,16 @@ def test_a_copy_is_equal_until_one_element_moves_and_shares_storage_only_when_al
     (30, Copy("Q", "", first=15, stretches=15, equal=15), NOT_APPLICABLE),  # too few updates since it first ran
 ])
 def test_the_judge_fails_only_a_copy_that_runs_at_every_update_and_never_lags(updates, record, status):
-    assert judge(Observation(updates, [record]), RunFacts()).status == status
+    record.updates = updates
+    assert judge(Observation([record]), RunFacts()).status == status
 
 
 def test_the_failure_says_how_the_copy_came_to_equal_the_trained_weights():
-    aliased = judge(Observation(100, [Copy("Q", "", 0, 100, 100, shared=True)]), RunFacts())
-    synced = judge(Observation(100, [Copy("Q", "", 0, 100, 100)]), RunFacts())
+    aliased = judge(Observation([Copy("Q", "", 0, 100, 100, 100, shared=True)]), RunFacts())
+    synced = judge(Observation([Copy("Q", "", 0, 100, 100, 100)]), RunFacts())
     assert "storage" in aliased.message and "storage" not in synced.message
     assert "after every update" in synced.message
 
 
 def test_no_copy_is_not_applicable():
-    assert judge(Observation(100, []), RunFacts()).status == NOT_APPLICABLE
+    assert judge(Observation([]), RunFacts()).status == NOT_APPLICABLE

@@ -92,6 +92,10 @@ def test_reference_runs_on_its_own_and_learns(script, standalone):
     if "accuracy " in lines[-1]:  # the data-parallel reference prints the validation accuracy over all ranks
         assert float(lines[-1].split("accuracy ")[1]) > 0.9
         return
+    if "return " in lines[-1]:  # a reinforcement learner prints its greedy policy's return: it must climb clearly
+        first, last = (float(line.split("return ")[1].split()[0]) for line in (lines[0], lines[-1]))
+        assert last > 1.5 * first
+        return
     if "acc " not in lines[-1]:  # a language model prints losses only: its validation loss must fall clearly
         first, last = (float(line.split("val ")[1].split()[0]) for line in (lines[0], lines[-1]))
         assert last < 0.6 * first

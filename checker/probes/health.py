@@ -21,8 +21,10 @@ Criteria (each its own row; a criterion whose premise the run does not meet says
   labels, ends at least 5 % below ln(k) (a model that learned only the labels'
   mean falls steadily onto chance); not judged when two optimizers take turns on disjoint
   parameters (adversarial training), for a stage that began at the level where an
-  earlier stage's loss had settled (it continues a trained model), or per forward where each loss
-  sums a varying number of forwards (see ``objective_falls``);
+  earlier stage's loss had settled (it continues a trained model), per forward where each loss
+  sums a varying number of forwards (see ``objective_falls``), or where a copy of the trained network
+  runs at every update (a target network, a teacher averaged from the student: the targets the loss
+  regresses on move as the network learns, and a Q-learner's loss may grow with its values);
 * every training batch leads to an update (k-step accumulation allowed);
 * parameters are finite at the end;
 * validation accuracy: in the last block of evaluation forwards, the class
@@ -43,6 +45,8 @@ from checker.events import Event
 from checker.facts import RunFacts, finite
 from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
 from checker.probes._shared.class_scores import OWNER, ClassScores, classes_of, mean_per_target
+from checker.probes._shared.copies import OWNER as COPIES
+from checker.probes._shared.copies import Copies, per_update
 
 ID = "health"
 TITLE = "training health"
@@ -53,7 +57,7 @@ STEADY_FALL, STEADY_LOSSES = 0.05, 5  # a fall below every one of the first fift
 ABOVE_CHANCE = 0.25
 CANDIDATES = 16  # losses with gradients kept while none has been backpropagated yet
 INITIAL_SAMPLES, INITIAL_LOSSES = 32, 4  # the initial loss is the mean of the first losses over this many samples
-USES = (OWNER,)  # the per-forward class decisions, shared with reported-metric
+USES = (OWNER, COPIES)  # the per-forward class decisions, shared with reported-metric; copies of the trained network
 
 
 @dataclass
@@ -63,6 +67,7 @@ class Observation:
     classes: int | None = None  # k, where the premise of class labels holds
     fallback_classes: int | None = None  # k from the model's output and the batch's labels
     accuracy: dict | None = None  # {"correct", "total", "majority", "source"}
+    moving_targets: str | None = None  # a copy of the trained network that runs at every update, if one did
 
 
 class Observer:
@@ -72,6 +77,7 @@ class Observer:
         self.candidates: list[tuple] = []  # (kind, classes, mean per target) of the first losses with gradients
         self.reached: set[int] = set()  # ... that a backward pass reached
         self.scores = session.shared(ClassScores)
+        self.copies = session.shared(Copies)
         session.on(Event.LOSS, ID, self.on_loss)
 
     def on_loss(self, call) -> None:
@@ -119,6 +125,10 @@ class Observer:
         if self.obs.first_loss is None and self.obs.fallback_classes:
             self.obs.classes = self.obs.fallback_classes
         self.obs.accuracy = self._last_evaluation()
+        moving = next((c for c in self.copies.copies() if per_update(c)), None)
+        if moving is not None:
+            since = moving.updates - moving.first
+            self.obs.moving_targets = f"{moving.name}, run at {moving.stretches} of {since} updates"
         return self.obs
 
     def _last_evaluation(self) -> dict | None:
@@ -163,15 +173,22 @@ def initial_loss(obs: Observation, facts: RunFacts) -> Finding:
                 f"first loss {initial:.3g} against ln({k}) = {expected:.3g}")
 
 
-def loss_falls(facts: RunFacts, classes: int | None = None, learned: str = "") -> Finding:
+def loss_falls(facts: RunFacts, classes: int | None = None, learned: str = "",
+               moving: str | None = None) -> Finding:
     """Each updater's own losses (a teacher's, then a student's) must fall; the losses of stages are not mixed.
     With ``classes`` (k, a loss over class labels), a slow steady fall must end below chance, ln(k). ``learned``:
     what shows the model learned (a validation accuracy well above chance), under which any fall of the first
-    training loss's updater is enough."""
+    training loss's updater is enough. ``moving``: a copy of the trained network that runs at every update (its
+    targets move: not judged)."""
     chance = math.log(classes) / max(1, facts.accumulation) if classes and classes >= 2 else None
     if facts.adversarial:
         return _row("loss-falls", None, "", "", "not judged: two optimizers take turns on disjoint parameters "
                                                 "(adversarial training), where losses need not fall")
+    if moving:
+        return _row("loss-falls", None, "", "", f"not judged: a copy of the trained network runs at every update "
+                                                f"({moving}): the targets it gives move as the network learns "
+                                                "(a target network, a teacher averaged from the student), and the "
+                                                "loss need not fall")
     groups: dict[int, list[tuple[float | None, int]]] = defaultdict(list)
     counts = facts.loss_forwards if len(facts.loss_forwards) == len(facts.losses) else [1] * len(facts.losses)
     for value, group, count in zip(facts.losses, facts.loss_groups or [-1] * len(facts.losses), counts):
@@ -283,7 +300,7 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
     learned = f"validation accuracy shows learning ({accuracy.message})" if accuracy.status == PASS else ""
     parts = [_row("training-ran", updates > 0, f"{updates} updates", "≥ 1",
                   "updates were made" if updates else "no optimizer step or manual update was observed"),
-             initial_loss(obs, facts), loss_falls(facts, obs.classes, learned)]
+             initial_loss(obs, facts), loss_falls(facts, obs.classes, learned, obs.moving_targets)]
 
     skipped, batches = facts.skipped_updates()
     if batches:

@@ -1,0 +1,153 @@
+"""Second copies of a trained network (a target network, a teacher averaged from the student, an EMA model) and
+what they hold when they run.
+
+A copy is a module called at top level whose parameters no optimizer was given, with the same parameter shapes, in
+the same order, as a module whose parameters an optimizer trains; or a shallow copy of such a module
+(``copy.copy``: another module of the same class holding the very same parameters). The copies of one shape are
+followed together (one kept, or a fresh one per update). Its stretches are counted between the updates of the
+optimizer that trains the module of its shapes (an actor-critic steps two or three optimizers; each target follows
+one network). In each stretch, the first call of a copy compares a fixed sample of up to 64 elements of each of its
+parameters with the same elements of each trained module of its shapes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from checker.events import Event
+from checker.probes._shared.fast_weights import TrainedParams
+
+OWNER = "copies"  # its subscriptions and errors; the probes that read it name it in USES
+SAMPLE = 64  # elements of each parameter compared
+EVERY_UPDATE = 0.9  # a copy that runs in this share of the stretches between its network's updates is a per-update
+MIN_UPDATES = 20  # copy (a target, a teacher), over at least this many updates
+
+
+@dataclass
+class Copy:
+    name: str  # its class name
+    shapes: str  # its parameters' shapes, for the report
+    first: int  # its network's updates made before its first call
+    updates: int = 0  # its network's updates by the end of the run
+    stretches: int = 0  # stretches between those updates it ran in
+    equal: int = 0  # ... holding exactly a trained module's weights
+    shared: bool = False  # its weights are the trained weights' own storage (a detached view, a shallow copy)
+
+
+def per_update(copy: Copy) -> bool:
+    """Whether the copy ran at (nearly) every update of its network, over enough of them: a per-update target."""
+    since = copy.updates - copy.first
+    return since >= MIN_UPDATES and copy.stretches >= EVERY_UPDATE * since
+
+
+class Copies:
+    """Made once per session (``session.shared(Copies)``)."""
+
+    def __init__(self, session):
+        import weakref
+
+        self.ref = weakref.ref
+        self.trained = session.shared(TrainedParams)
+        self.modules: dict[int, tuple] = {}  # module serial -> (parameter references, shapes, module reference)
+        self.trained_modules: dict[tuple, list[int]] = {}  # shapes -> serials of modules with trained parameters
+        self.shallow: set[int] = set()  # serials of shallow copies of a trained module
+        self.firsts: dict[int, tuple] = {}  # id of a trained module's first parameter -> its shapes
+        self.updates: dict[tuple, int] = {}  # shapes -> updates of the trained modules of those shapes
+        self.records: dict[tuple, Copy] = {}  # shapes -> the record of the copies of those shapes
+        self.last: dict[tuple, int] = {}  # shapes -> the update count at the last comparison
+        session.on(Event.FORWARD, OWNER, self.on_forward)
+        session.on(Event.UPDATE_POST, OWNER, self.on_update)
+
+    def on_update(self, update) -> None:
+        counted = {self.firsts[key] for key in map(id, update.params) if key in self.firsts}
+        for shapes in counted:
+            self.updates[shapes] = self.updates.get(shapes, 0) + 1
+
+    def on_forward(self, forward) -> None:
+        if not self.trained.params:
+            return
+        known = self.modules.get(forward.module) or self._learn(forward)
+        if known is None:
+            return
+        refs, shapes, _ = known
+        if not refs or shapes not in self.trained_modules or \
+                (forward.module in self.trained_modules[shapes] and forward.module not in self.shallow):
+            return
+        updates = self.updates.get(shapes, 0)
+        if self.last.get(shapes) == updates:
+            return  # a copy of these shapes was compared already in this stretch
+        params = [r() for r in refs]
+        shallow = forward.module in self.shallow
+        if any(p is None for p in params) or (not shallow and any(p in self.trained for p in params)):
+            return
+        self.last[shapes] = updates
+        record = self.records.get(shapes)
+        if record is None:
+            record = self.records[shapes] = Copy(forward.name, describe(shapes), updates)
+        record.stretches += 1
+        for serial in self.trained_modules[shapes]:
+            if serial == forward.module or serial in self.shallow:
+                continue
+            trained = [r() for r in self.modules[serial][0]]
+            if any(p is None for p in trained):
+                continue
+            if same_storage(params, trained):
+                record.shared = True
+            if equal(params, trained):
+                record.equal += 1
+                break
+
+    def _learn(self, forward) -> tuple | None:
+        module = forward.ref()
+        if module is None:
+            return None
+        params = list(module.parameters())
+        known = self.modules[forward.module] = (tuple(self.ref(p) for p in params),
+                                                 tuple(tuple(p.shape) for p in params), self.ref(module))
+        if params and all(p in self.trained for p in params):
+            shapes = known[1]
+            if any(shallow_copy(module, self.modules[s][2]()) for s in self.trained_modules.get(shapes, ())):
+                self.shallow.add(forward.module)
+            else:
+                self.firsts.setdefault(id(params[0]), shapes)
+            self.trained_modules.setdefault(shapes, []).append(forward.module)
+        return known
+
+    def copies(self) -> list[Copy]:
+        for shapes, record in self.records.items():
+            record.updates = self.updates.get(shapes, 0)
+        return list(self.records.values())
+
+
+def shallow_copy(module, other) -> bool:
+    """``copy.copy`` of the other: another module of its class whose parameter and submodule tables are the
+    other's own (a wrapper, DDP or a compiled module, is of another class)."""
+    return other is not None and other is not module and type(other) is type(module) \
+        and module.__dict__.get("_parameters") is other.__dict__.get("_parameters") \
+        and module.__dict__.get("_modules") is other.__dict__.get("_modules")
+
+
+def describe(shapes: tuple) -> str:
+    return f"{len(shapes)} tensors, the first {'x'.join(map(str, shapes[0])) or 'scalar'}"
+
+
+def equal(copy: list, trained: list) -> bool:
+    import torch
+
+    with torch.no_grad():
+        for a, b in zip(copy, trained):
+            if a.layout != torch.strided or b.layout != torch.strided or a.device != b.device:
+                return False
+            if a.numel() == 0:
+                continue
+            index = torch.linspace(0, a.numel() - 1, min(SAMPLE, a.numel()), device=a.device).round().long()
+            if not torch.equal(a.detach().reshape(-1)[index], b.detach().reshape(-1)[index]):
+                return False
+    return True
+
+
+def same_storage(copy: list, trained: list) -> bool:
+    try:
+        return all(a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() and a.numel() > 0
+                   for a, b in zip(copy, trained))
+    except (RuntimeError, NotImplementedError):  # a tensor kind without storage
+        return False
