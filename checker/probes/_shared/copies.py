@@ -50,7 +50,8 @@ class Copies:
         self.modules: dict[int, tuple] = {}  # module serial -> (parameter references, shapes, module reference)
         self.trained_modules: dict[tuple, list[int]] = {}  # shapes -> serials of modules with trained parameters
         self.shallow: set[int] = set()  # serials of shallow copies of a trained module
-        self.firsts: dict[int, tuple] = {}  # id of a trained module's first parameter -> its shapes
+        self.firsts: dict[int, set] = {}  # id of a trained module's first parameter -> the shapes of the modules it
+        # begins (a network, and its first layer where that also ran at top level)
         self.updates: dict[tuple, int] = {}  # shapes -> updates of the trained modules of those shapes
         self.records: dict[tuple, Copy] = {}  # shapes -> the record of the copies of those shapes
         self.last: dict[tuple, int] = {}  # shapes -> the update count at the last comparison
@@ -58,7 +59,7 @@ class Copies:
         session.on(Event.UPDATE_POST, OWNER, self.on_update)
 
     def on_update(self, update) -> None:
-        counted = {self.firsts[key] for key in map(id, update.params) if key in self.firsts}
+        counted = set().union(*(self.firsts[key] for key in map(id, update.params) if key in self.firsts))
         for shapes in counted:
             self.updates[shapes] = self.updates.get(shapes, 0) + 1
 
@@ -108,7 +109,7 @@ class Copies:
             if any(shallow_copy(module, self.modules[s][2]()) for s in self.trained_modules.get(shapes, ())):
                 self.shallow.add(forward.module)
             else:
-                self.firsts.setdefault(id(params[0]), shapes)
+                self.firsts.setdefault(id(params[0]), set()).add(shapes)
             self.trained_modules.setdefault(shapes, []).append(forward.module)
         return known
 
