@@ -3,12 +3,47 @@ import argparse
 import copy
 
 import torch
-from torch import nn
+import torch.nn as nn
 import torch.nn.functional as F
 
-SIZE, MAX_STEPS = 6, 25
+SIZE = 6
+MAX_STEPS = 25
 MOVES = torch.tensor([[-1, 0], [1, 0], [0, -1], [0, 1]])
-GAMMA, SYNC_EVERY, BATCH = 0.9, 50, 32
+GAMMA = 0.9
+SYNC_EVERY = 50
+BATCH = 32
+
+
+def run() -> None:
+    cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    cli.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    shared = cli.parse_args()
+    torch.manual_seed(0)
+    train_model(QNet(), choose_device(shared.device))
+
+
+def train_model(q_net, device, n_epochs=4, steps=150):
+    q_net.to(device)
+    target_net = copy.deepcopy(q_net)
+    optim_ = torch.optim.Adam(q_net.parameters())
+    gen = torch.Generator().manual_seed(1)
+    env = Grid(gen)
+    replay = Replay(5000, SIZE * SIZE)
+    ckpt, updates = env.reset(), 0
+    for e in range(n_epochs):
+        losses = []
+        for step in range(steps):
+            epsilon = max(0.1, 1.0 - (e * steps + step) / (n_epochs * steps / 2))
+            action = act(q_net, ckpt, epsilon, gen, device)
+            next_state, reward, terminal, cut_off = env.step(action)
+            replay.add(ckpt, action, reward, next_state, terminal)
+            ckpt = env.reset() if terminal or cut_off else next_state
+            if replay.size >= BATCH:
+                losses.append(update(q_net, target_net, optim_, replay.sample(BATCH, gen, device)))
+                updates += 1
+                target_net.load_state_dict(q_net.state_dict())
+        print(f"epoch {e}  loss {sum(losses) / len(losses):.4f}  return {greedy_return(q_net, device):.3f}")
+    return q_net
 
 
 class Grid:
@@ -35,57 +70,6 @@ class Grid:
         return self.observe(), float(terminal), terminal, self.steps == MAX_STEPS
 
 
-def greedy_return(q_net, where) -> float:
-    env = Grid(torch.Generator())
-    total = 0.0
-    positions = 0
-    for cell in ((r, c) for r in range(SIZE) for c in range(SIZE) if (r, c) != Grid.goal):
-        ckpt, discount, positions = env.reset(cell), 1.0, positions + 1
-        for _ in range(MAX_STEPS):
-            ckpt, reward, terminal, _ = env.step(act(q_net, ckpt, 0.0, env.g, where))
-            total += discount * reward
-            discount *= GAMMA
-            if terminal:
-                break
-    return total / positions
-
-
-def act(q_net, saved, epsilon, rng, target_device) -> int:
-    if torch.rand((), generator=rng) < epsilon:
-        return int(torch.randint(len(MOVES), (), generator=rng))
-    with torch.no_grad():
-        return int(q_net(saved.to(target_device)).argmax())
-
-
-def train(q_net, dev, n_epochs=4, steps=200):
-    q_net.to(dev)
-    target_net = copy.deepcopy(q_net)
-    optim_ = torch.optim.Adam(q_net.parameters())
-    gen = torch.Generator().manual_seed(1)
-    env = Grid(gen)
-    replay = Replay(5000, SIZE * SIZE)
-    state = env.reset()
-    updates = 0
-    for epoch_idx in range(n_epochs):
-        losses = []
-        for step in range(steps):
-            epsilon = max(0.1, 1.0 - (epoch_idx * steps + step) / (n_epochs * steps / 2))
-            action = act(q_net, state, epsilon, gen, dev)
-            next_state, reward, terminal, cut_off = env.step(action)
-            replay.add(state, action, reward, next_state, terminal)
-            state = env.reset() if terminal or cut_off else next_state
-            if replay.size >= BATCH:
-                losses.append(update(q_net, target_net, optim_, replay.sample(BATCH, gen, dev)))
-                updates += 1
-                target_net.load_state_dict(q_net.state_dict())
-        print(f"epoch {epoch_idx}  loss {sum(losses) / len(losses):.4f}  return {greedy_return(q_net, dev):.3f}")
-    return q_net
-
-
-def get_device(wanted: str | None) -> torch.device:
-    return torch.device(wanted or ("cuda" if torch.cuda.is_available() else "cpu"))
-
-
 class QNet(nn.Module):
     def __init__(self, states: int = SIZE * SIZE, actions: int = len(MOVES), width: int = 64):
         super().__init__()
@@ -104,6 +88,39 @@ def update(q_net, target_net, opt, batch):
     nn.utils.clip_grad_value_(q_net.parameters(), 1.0)
     opt.step()
     return cost.item()
+
+
+def choose_device(wanted: str | None) -> torch.device:
+    return torch.device(wanted or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
+def act(q_net, saved, epsilon, rng, target_device) -> int:
+    if torch.rand((), generator=rng) < epsilon:
+        return int(torch.randint(len(MOVES), (), generator=rng))
+    with torch.no_grad():
+        return int(q_net(saved.to(target_device)).argmax())
+
+
+def td_target(target_net, rewards, next_states, terminal):
+    with torch.no_grad():
+        next_values = target_net(next_states).max(dim=1).values
+    return rewards + GAMMA * (1.0 - terminal) * next_values
+
+
+def greedy_return(q_net, dev) -> float:
+    cells = torch.tensor([(r, c) for r in range(SIZE) for c in range(SIZE) if (r, c) != Grid.goal])
+    goal, moves = torch.tensor(Grid.goal), MOVES
+    walking = torch.ones(len(cells), dtype=torch.bool)
+    total = torch.zeros(len(cells))
+    for t in range(MAX_STEPS):
+        states = F.one_hot(cells[:, 0] * SIZE + cells[:, 1], SIZE * SIZE).float()
+        with torch.no_grad():
+            actions = q_net(states.to(dev)).argmax(dim=1).cpu()
+        cells = torch.where(walking.unsqueeze(1), (cells + moves[actions]).clamp(0, SIZE - 1), cells)
+        arrived = walking & (cells == goal).all(dim=1)
+        total += arrived.float() * GAMMA ** t
+        walking &= ~arrived
+    return total.mean().item()
 
 
 class Replay:
@@ -125,20 +142,6 @@ class Replay:
         idx = torch.randint(self.size, (n,), generator=g)
         return tuple(t[idx].to(device) for t in
                      (self.states, self.actions, self.rewards, self.next_states, self.terminal))
-
-
-def run() -> None:
-    arg_parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    arg_parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    shared = arg_parser.parse_args()
-    torch.manual_seed(0)
-    train(QNet(), get_device(shared.device))
-
-
-def td_target(target_net, rewards, next_states, terminal):
-    with torch.no_grad():
-        next_values = target_net(next_states).max(dim=1).values
-    return rewards + GAMMA * (1.0 - terminal) * next_values
 
 
 if __name__ == "__main__":

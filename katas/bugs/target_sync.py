@@ -114,9 +114,9 @@ BUG = Bug(
     id="target-sync",
     title="Target network synced at every update",
     difficulty="medium",
-    observe=("On this small grid nothing looks wrong: the loss falls and the greedy policy's return climbs to the "
-             "best possible, as in the correct script. Printed just before each update, the largest difference "
-             "between the two networks' weights is 0 every time."),
+    observe=("On this small grid nothing looks wrong: the loss falls and the greedy policy's return climbs, as the "
+             "correct script's does. Printed just before each update, the largest difference between the two "
+             "networks' weights is 0 every time."),
     hints=(
         "Compare the target network's weights with the online network's just before each update. How often "
         "do they differ?",
