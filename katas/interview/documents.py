@@ -30,8 +30,8 @@ It runs, but when a colleague ran it under `kata check`, the check reported:
 {symptoms}
 {printed}
 **Your task ({minutes} minutes):** find the causes in `{SCRIPT}` and fix them. The script must keep
-doing its job: it should still train and reach a good validation accuracy. For each problem, be
-ready to explain what caused it and how you found it.
+doing its job: it should still train, and what it prints should end as good as a correct run's. For
+each problem, be ready to explain what caused it and how you found it.
 
 Run it:
 
