@@ -45,8 +45,7 @@ from dataclasses import dataclass
 from checker.events import Event
 from checker.facts import RunFacts, finite
 from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
-from checker.probes._shared.class_scores import CLASS_LOSSES as CLASS_KIND
-from checker.probes._shared.class_scores import OWNER, ClassScores, classes_of, mean_per_target
+from checker.probes._shared.class_scores import CLASS_LOSSES, OWNER, ClassScores, classes_of, mean_per_target
 from checker.probes._shared.copies import OWNER as COPIES
 from checker.probes._shared.copies import Copies, per_update
 
@@ -76,8 +75,7 @@ class Observation:
 def one_label(call) -> int | None:
     """The class label every target of a class-scoring loss holds, when they all hold one; else None."""
     target = call.target
-    if classes_of(call) is None or CLASS_KIND.get(call.kind) != "classes" or getattr(target, "is_floating_point",
-                                                                                     lambda: True)():
+    if CLASS_LOSSES.get(call.kind) != "classes" or getattr(target, "is_floating_point", lambda: True)():
         return None
     flat = target.detach().reshape(-1)
     if flat.numel() < 2:

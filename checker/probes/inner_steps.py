@@ -32,18 +32,17 @@ checked, two gathers of 64 elements per parameter per call.
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 from checker.events import Event
 from checker.facts import RunFacts
 from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
 from checker.probes._shared.fast_weights import OWNER, TrainedParams, root_param
+from checker.probes._shared.samples import indices, sample
 
 ID = "inner-steps"
 TITLE = "inner steps leave the trained weights alone"
 SYMPTOM_ID, SYMPTOM = "weights-between-updates", "the trained weights between the optimizer's updates"
-SAMPLE = 64  # elements of a parameter and its gradient compared
 PROPORTIONAL = 0.01  # a change within this share of its size of -c × the gradient is a gradient step
 ROUNDING = 4  # ... beyond this many units of rounding of the parameter's values
 FIRST_WINDOWS, EVERY = 16, 8  # windows (from one update to the next) checked: the first ones, then one in EVERY
@@ -141,25 +140,6 @@ def sampled(param) -> bool:
 
     return param.layout == torch.strided and param.is_floating_point() and param.numel() > 0 \
         and param.device.type != "meta"
-
-
-@functools.lru_cache(maxsize=256)
-def spread(n: int, device):
-    """Up to SAMPLE indices spread evenly over ``n`` elements."""
-    import torch
-
-    return torch.linspace(0, n - 1, min(SAMPLE, n), device=device).round().long().unique()
-
-
-def indices(param):
-    return spread(param.numel(), param.device)
-
-
-def sample(tensor, index):
-    import torch
-
-    with torch.no_grad():
-        return tensor.detach().reshape(-1)[index].double()
 
 
 def descent(before, after, grad, dtype) -> bool:

@@ -6,19 +6,8 @@ import libcst as cst
 from katas.catalogue import Bug
 from katas.engine.context import OPTIMIZER, Context, Role
 from katas.engine.operator import Example, Operator, Site, remove_statements, rewrite
-from katas.engine.patterns import call_statement, later_siblings, runs_repeatedly, runs_within
+from katas.engine.patterns import call_statement, in_training, later_siblings
 from katas.engine.tree import method
-
-
-def in_training(ctx: Context, node: cst.CSTNode, loops: set) -> bool:
-    """Whether ``node`` runs in one of the training ``loops``: inside one, in a function called (by name, in this
-    file) from inside one, or in a training-step function (one that calls ``backward()``) that a loop runs."""
-
-    def training(a: cst.CSTNode) -> bool:
-        return a in loops or (isinstance(a, cst.FunctionDef) and bool(ctx.calls(a, "backward"))
-                              and runs_repeatedly(ctx, a.body))
-
-    return runs_within(ctx, node, training)
 
 
 def step_of(ctx: Context, statement: cst.CSTNode) -> tuple[Role, cst.BaseExpression | None] | None:

@@ -12,8 +12,8 @@ import libcst.matchers as m
 from katas.catalogue import Bug
 from katas.engine.context import Context
 from katas.engine.operator import Example, Operator, Site, rewrite
+from katas.engine.patterns import in_training
 from katas.engine.tree import find, method
-from katas.bugs.no_step import in_training
 
 HOLDER = m.Name() | m.Attribute()  # target, self.target_net, agent.q
 SYNC = m.Call(func=m.Attribute(value=HOLDER, attr=m.Name("load_state_dict")),

@@ -148,3 +148,14 @@ def runs_within(ctx: Context, node: cst.CSTNode, inside: Callable[[cst.CSTNode],
 def runs_repeatedly(ctx: Context, node: cst.CSTNode) -> bool:
     """Whether ``node`` is inside a loop, or in a function of this file called from inside one."""
     return runs_within(ctx, node, lambda a: isinstance(a, LOOPS))
+
+
+def in_training(ctx: Context, node: cst.CSTNode, loops: set) -> bool:
+    """Whether ``node`` runs in one of the training ``loops``: inside one, in a function called (by name, in this
+    file) from inside one, or in a training-step function (one that calls ``backward()``) that a loop runs."""
+
+    def training(a: cst.CSTNode) -> bool:
+        return a in loops or (isinstance(a, cst.FunctionDef) and bool(ctx.calls(a, "backward"))
+                              and runs_repeatedly(ctx, a.body))
+
+    return runs_within(ctx, node, training)

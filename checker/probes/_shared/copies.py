@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from checker.events import Event
 from checker.probes._shared.fast_weights import TrainedParams
+from checker.probes._shared.samples import indices, sample
 
 OWNER = "copies"  # its subscriptions and errors; the probes that read it name it in USES
-SAMPLE = 64  # elements of each parameter compared
 EVERY_UPDATE = 0.9  # a copy that runs in this share of the stretches between its network's updates is a per-update
 MIN_UPDATES = 20  # copy (a target, a teacher), over at least this many updates
 
@@ -140,8 +140,8 @@ def equal(copy: list, trained: list) -> bool:
                 return False
             if a.numel() == 0:
                 continue
-            index = torch.linspace(0, a.numel() - 1, min(SAMPLE, a.numel()), device=a.device).round().long()
-            if not torch.equal(a.detach().reshape(-1)[index], b.detach().reshape(-1)[index]):
+            index = indices(a)
+            if not torch.equal(sample(a, index), sample(b, index)):
                 return False
     return True
 
