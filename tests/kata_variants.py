@@ -988,3 +988,28 @@ VARIANTS.update({
         },
     },
 })
+
+NEXT_VALUES = "    next_values = target_net(next_states).max(dim=1).values  # (B,)\n"  # the planted target-grad: with gradient
+VARIANTS.update({
+    "target-grad": {
+        "ref": "rl",
+        "fixes": {
+            "the target network frozen once": [
+                ("    target_net = copy.deepcopy(q_net)\n",
+                 "    target_net = copy.deepcopy(q_net).requires_grad_(False)\n")],
+            "the target function decorated with no_grad": [
+                ("def td_target(", "@torch.no_grad()\ndef td_target(")],
+            "the whole target detached": [
+                ("    return rewards + GAMMA * (1.0 - terminal) * next_values\n",
+                 "    return (rewards + GAMMA * (1.0 - terminal) * next_values).detach()\n")],
+            "grad mode switched off for the target's forward": [
+                (NEXT_VALUES, "    with torch.set_grad_enabled(False):\n    " + NEXT_VALUES)],
+        },
+        "masks": {
+            "the target network in evaluation mode": [
+                ("    target_net = copy.deepcopy(q_net)\n", "    target_net = copy.deepcopy(q_net).eval()\n")],
+            "the target network's gradients cleared after each backward": [
+                ("    loss.backward()\n", "    loss.backward()\n    target_net.zero_grad(set_to_none=True)\n")],
+        },
+    },
+})

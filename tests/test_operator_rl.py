@@ -50,3 +50,57 @@ def test_no_site_outside_training():
     source = ("for epoch in range(10):\n    evaluate(online)\n"
               "    if epoch % 2 == 0:\n        target.load_state_dict(online.state_dict())\n")
     assert site_ids(source) == []
+
+
+# -- target-grad ------------------------------------------------------------------------------------------------
+
+STEP = """\
+import torch
+import torch.nn.functional as F
+
+model, teacher = Student(), Teacher()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in loader:
+{body}
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def target_sites(source: str) -> list[str]:
+    return [s.id for s in sites(lookup("target-grad"), Context.of(source))]
+
+
+def test_a_teacher_forward_under_no_grad_that_makes_the_target_is_the_site():
+    body = ("    with torch.no_grad():\n        soft = teacher(x).softmax(1)\n"
+            "    loss = F.cross_entropy(model(x), soft)")
+    assert target_sites(STEP.format(body=body)) == ["target-grad:<module>:with torch.no_grad()"]
+    planted = inject(lookup("target-grad"), STEP.format(body=body), 0).source
+    assert "    soft = teacher(x).softmax(1)\n    loss = F.cross_entropy(model(x), soft)" in planted
+
+
+@pytest.mark.parametrize("body", [
+    # the no_grad output is the prediction's input (frozen features under a trained head), not the target
+    "    with torch.no_grad():\n        features = teacher(x)\n    loss = F.cross_entropy(model(features), y)",
+    # the detached tensor is the prediction (a mistake of its own, not this one)
+    "    loss = F.mse_loss(model(x).detach(), teacher(x))",
+    # the no_grad block computes no model output (a label smoothed by hand)
+    "    with torch.no_grad():\n        soft = F.one_hot(y, 10).float() * 0.9 + 0.01\n"
+    "    loss = F.cross_entropy(model(x), soft)",
+])
+def test_no_site_where_nothing_keeps_a_models_output_out_of_the_target(body):
+    assert target_sites(STEP.format(body=body)) == []
+
+
+def test_no_site_in_acting_or_evaluation():
+    source = STEP.format(body="    loss = F.cross_entropy(model(x), y)") + (
+        "    with torch.no_grad():\n        action = model(x).argmax(1)\n"
+        "with torch.no_grad():\n    val_loss = F.cross_entropy(model(val_x), teacher(val_x).softmax(1))\n")
+    assert target_sites(source) == []
+
+
+def test_the_rl_references_td_target_is_its_only_site():
+    from conftest import REFERENCES
+
+    assert target_sites((REFERENCES / "rl.py").read_text()) == ["target-grad:td_target:with torch.no_grad()"]

@@ -41,6 +41,7 @@ from katas.bugs import (
     scheduler,
     shape_broadcast,
     softmax_ce,
+    target_grad,
     target_sync,
     train_mode,
     unscale_clip,
@@ -61,7 +62,7 @@ BUGS: dict[str, Bug] = {
                    view_transpose, pad_global, no_grouping, accum_scale, accum_sched, unscale_clip, resume_state,
                    causal_mask, no_shift, untied, bptt_leak, ddp_set_epoch, ddp_no_sampler, ddp_metric, ddp_module,
                    ddp_save, ddp_rank_seed, lr_high, label_leak, val_leak, first_order, inner_inplace,
-                   target_sync)
+                   target_sync, target_grad)
 }
 
 
