@@ -1013,3 +1013,31 @@ VARIANTS.update({
         },
     },
 })
+
+SHALLOW = "    target_net = copy.copy(q_net)\n"  # the planted detach-alias: a shallow copy holding the same parameters
+VARIANTS.update({
+    "detach-alias": {
+        "ref": "rl",
+        "fixes": {
+            "a fresh network loaded with the trained weights": [
+                (SHALLOW, "    target_net = QNet().to(device)\n"
+                          "    target_net.load_state_dict(q_net.state_dict())\n")],
+            "a fresh network whose weights are copied in one by one": [
+                (SHALLOW, "    target_net = QNet().to(device)\n"
+                          "    with torch.no_grad():\n"
+                          "        for t, p in zip(target_net.parameters(), q_net.parameters()):\n"
+                          "            t.copy_(p)\n")],
+            "a copy through serialisation": [
+                ("import copy\n", "import copy\nimport io\n"),
+                (SHALLOW, "    buffer = io.BytesIO()\n"
+                          "    torch.save(q_net, buffer)\n"
+                          "    buffer.seek(0)\n"
+                          "    target_net = torch.load(buffer, weights_only=False)\n")],
+        },
+        "masks": {
+            "a deep copy of the weights loaded into the shallow copy": [
+                (SHALLOW, SHALLOW + "    target_net.load_state_dict(copy.deepcopy(q_net.state_dict()))\n")],
+            "a sync four times rarer": [("GAMMA, SYNC_EVERY, BATCH = 0.9, 50, 32", "GAMMA, SYNC_EVERY, BATCH = 0.9, 200, 32")],
+        },
+    },
+})

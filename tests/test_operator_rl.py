@@ -104,3 +104,58 @@ def test_the_rl_references_td_target_is_its_only_site():
     from conftest import REFERENCES
 
     assert target_sites((REFERENCES / "rl.py").read_text()) == ["target-grad:td_target:with torch.no_grad()"]
+
+
+# -- detach-alias -----------------------------------------------------------------------------------------------
+
+COPIED = """\
+import copy
+from copy import deepcopy
+
+import torch
+
+online, teacher = QNet(), QNet()
+{made}
+optimizer = torch.optim.Adam(online.parameters(), lr=1e-3)
+for s, a, r, s2 in batches:
+    loss = td_loss(online, target, s, a, r, s2)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def alias_sites(source: str) -> list[str]:
+    return [s.id for s in sites(lookup("detach-alias"), Context.of(source))]
+
+
+def test_a_deep_copy_of_the_trained_network_run_in_training_becomes_a_shallow_one():
+    source = COPIED.format(made="target = copy.deepcopy(online)")
+    assert alias_sites(source) == ["detach-alias:<module>:copy.deepcopy(online)"]
+    assert "target = copy.copy(online)\n" in inject(lookup("detach-alias"), source, 0).source
+
+
+@pytest.mark.parametrize("made", [
+    # a copy of a network no optimizer trains
+    "target = copy.deepcopy(teacher)",
+    # the copy never runs in training: a snapshot kept for later
+    "target = online\nbest = copy.deepcopy(online)",
+])
+def test_no_site_for_copies_that_are_not_a_trained_networks_running_copy(made):
+    assert alias_sites(COPIED.format(made=made)) == []
+
+
+def test_a_deep_copy_imported_by_name_becomes_the_copy_modules_shallow_copy():
+    source = COPIED.format(made="target = deepcopy(online)")  # `import copy` is there too: its copy() is used
+    assert "target = copy.copy(online)\n" in inject(lookup("detach-alias"), source, 0).source
+
+
+def test_a_clone_outside_a_loop_over_parameters_is_no_site():
+    source = "import torch\n\nfor x in batches:\n    buffer.data = x.clone()\n"
+    assert alias_sites(source) == []
+
+
+def test_the_rl_references_target_copy_is_its_only_site():
+    from conftest import REFERENCES
+
+    assert alias_sites((REFERENCES / "rl.py").read_text()) == ["detach-alias:fit:copy.deepcopy(q_net)"]

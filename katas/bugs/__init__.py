@@ -16,6 +16,7 @@ from katas.bugs import (
     ddp_set_epoch,
     decay_norm,
     detach,
+    detach_alias,
     eval_mode,
     first_order,
     frozen,
@@ -62,7 +63,7 @@ BUGS: dict[str, Bug] = {
                    view_transpose, pad_global, no_grouping, accum_scale, accum_sched, unscale_clip, resume_state,
                    causal_mask, no_shift, untied, bptt_leak, ddp_set_epoch, ddp_no_sampler, ddp_metric, ddp_module,
                    ddp_save, ddp_rank_seed, lr_high, label_leak, val_leak, first_order, inner_inplace,
-                   target_sync, target_grad)
+                   target_sync, target_grad, detach_alias)
 }
 
 

@@ -65,7 +65,8 @@ CONFLICTS |= {frozenset({"first-order", "inner-inplace"})}
 CONFLICTS |= {frozenset({"label-leak", "label-shift"})}
 # A target network can only be seen to lag behind weights that move and stay finite: without a step there is no
 # update to lag by, and weights a rate too high turned to NaN equal nothing.
-CONFLICTS |= {frozenset({"target-sync", other}) for other in ("no-step", "lr-high")}
+CONFLICTS |= {frozenset({"target-sync", other}) for other in ("no-step", "lr-high", "detach-alias")}
+CONFLICTS |= {frozenset({"detach-alias", other}) for other in ("no-step", "lr-high")}  # (and one probe sees both)
 # Gradients wasted on the target network are told from the trained network's by the steps that apply the latter's:
 # without a step neither side is trained.
 CONFLICTS |= {frozenset({"target-grad", "no-step"})}
