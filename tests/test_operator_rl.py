@@ -140,6 +140,9 @@ def test_a_deep_copy_of_the_trained_network_run_in_training_becomes_a_shallow_on
     "target = copy.deepcopy(teacher)",
     # the copy never runs in training: a snapshot kept for later
     "target = online\nbest = copy.deepcopy(online)",
+    # a frozen copy: sharing its weights would freeze the trained network too (the planted script could not train)
+    "target = copy.deepcopy(online)\nfor p in target.parameters():\n    p.requires_grad = False",
+    "target = copy.deepcopy(online)\ntarget.requires_grad_(False)",
 ])
 def test_no_site_for_copies_that_are_not_a_trained_networks_running_copy(made):
     assert alias_sites(COPIED.format(made=made)) == []

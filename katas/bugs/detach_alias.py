@@ -1,7 +1,8 @@
 """detach-alias: a target (or averaged) copy of the trained network shares the trained weights' storage.
 
 Sites: ``copy.deepcopy(net)`` of a network an optimizer is built over, whose copy runs during training (it is called,
-or handed to a call, in a training loop or a function that backpropagates), becomes ``copy.copy(net)``: a second
+or handed to a call, in a training loop or a function that backpropagates) and is not frozen (its gradients switched
+off: shared, that would freeze the trained network too), becomes ``copy.copy(net)``: a second
 module object holding the very same parameter tensors. And a weight copied into another module's weights by hand,
 ``t.data = p.detach().clone()`` (``p.clone()``, ``p.data.clone()``) in a loop over ``.parameters()``, loses its
 ``.clone()``: ``t`` becomes a view of ``p``'s storage. Either way the "copy" is the trained network under another
@@ -19,8 +20,6 @@ from katas.engine.patterns import in_training
 from katas.engine.tree import find, is_self_attribute, method
 
 DEEPCOPY = "copy.deepcopy"
-MODULE_METHODS = {"parameters", "named_parameters", "buffers", "modules", "children", "state_dict", "load_state_dict",
-                  "eval", "train", "to", "cuda", "cpu", "float", "half", "double", "requires_grad_", "zero_grad", "apply"}
 
 
 def trained_keys(ctx: Context) -> set:
@@ -48,13 +47,23 @@ def runs_in_training(ctx: Context, key, loops: set) -> bool:
         return in_training(ctx, node, loops) or (
             function is not None and any(method(c) == "backward" for c in ctx.runs(function.body)))
 
-    def runs(call: cst.Call) -> bool:  # net(x), or a part of it: ac_targ.q(obs, act)
-        func = call.func
-        return ctx.binding(func) == key or (isinstance(func, cst.Attribute) and func.attr.value not in MODULE_METHODS
-                                            and ctx.binding(func.value) == key)
+    return any((ctx.binding(call.func) == key or any(ctx.binding(a.value) == key for a in call.args))
+               and training(call) for call in ctx.all(cst.Call))
 
-    return any((runs(call) or any(ctx.binding(a.value) == key for a in call.args)) and training(call)
-               for call in ctx.all(cst.Call))
+
+def frozen(ctx: Context, key) -> bool:
+    """Whether the script switches off gradients of the copy's weights (``t.requires_grad_(False)``, or
+    ``p.requires_grad = False`` in a loop over ``t.parameters()``): shared with the trained network, that would
+    freeze it too, and the planted script could not train at all."""
+    for call in ctx.all(cst.Call):
+        if method(call) == "requires_grad_" and ctx.binding(call.func.value) == key:
+            return True
+    for loop in ctx.all(cst.For):
+        over = [c for c in find(loop.iter, cst.Call) if method(c) == "parameters" and ctx.binding(c.func.value) == key]
+        if over and any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad"
+                        for a in find(loop.body, cst.Assign) for t in a.targets):
+            return True
+    return False
 
 
 def imported_from_copy(ctx: Context, func: cst.BaseExpression) -> cst.ImportFrom | None:
@@ -104,7 +113,7 @@ class AliasTheCopy(Operator):
                                                              or imported_from_copy(ctx, call.func) is not None) \
                     and len(call.args) == 1 and ctx.binding(call.args[0].value) in trained:
                 key = assigned_key(ctx, call)
-                if key is not None and runs_in_training(ctx, key, loops):
+                if key is not None and runs_in_training(ctx, key, loops) and not frozen(ctx, key):
                     found.append(Site(f"detach-alias:{ctx.where(call)}:{ctx.code(call)}", call))
         for assign in ctx.all(cst.Assign):
             clone = cloned_weight(ctx, assign)

@@ -2,27 +2,19 @@ from copy import deepcopy
 
 import torch
 
-ac = ActorCritic(obs_dim, act_dim)
-ac_targ = deepcopy(ac)
-for p in ac_targ.parameters():
-    p.requires_grad = False
-pi_optimizer = torch.optim.Adam(ac.pi.parameters(), lr=1e-3)
-q_optimizer = torch.optim.Adam(ac.q.parameters(), lr=1e-3)
 
-
-def update(data):
-    q_optimizer.zero_grad()
-    loss_q = compute_loss_q(data)
-    loss_q.backward()
-    q_optimizer.step()
-
-
-def compute_loss_q(data):
-    q = ac.q(data["obs"], data["act"])
+def update(q, q_targ, optimizer, batch):
+    s, a, r, s2, done = batch
     with torch.no_grad():
-        backup = data["rew"] + 0.99 * (1 - data["done"]) * ac_targ.q(data["obs2"], ac_targ.pi(data["obs2"]))
-    return ((q - backup) ** 2).mean()
+        y = r + 0.99 * (1 - done) * q_targ(s2).max(1).values
+    loss = ((q(s).gather(1, a).squeeze(1) - y) ** 2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
 
 
+q = QNetwork(obs_dim, n_actions)
+q_targ = deepcopy(q)
+optimizer = torch.optim.Adam(q.parameters(), lr=1e-3)
 for t in range(total_steps):
-    update(replay.sample_batch(100))
+    update(q, q_targ, optimizer, replay.sample_batch(100))
