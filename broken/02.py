@@ -87,7 +87,7 @@ def entry() -> None:
     val_x, val_y = sample_points(500, s=2)
     val_ds = NoisyPoints((val_x - mean) / std, val_y)
     training_data = DataLoader(train_ds, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
-                              worker_init_fn=worker_init, generator=torch.Generator().manual_seed(0))
+                              worker_init_fn=worker_init, generator=torch.Generator().manual_seed(0), persistent_workers=True)
     val_batches = DataLoader(val_ds, batch_size=128)
     train_model(BranchNet(), training_data, val_batches, device)
 

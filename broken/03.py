@@ -48,7 +48,7 @@ def entry() -> None:
     val_x, val_y = synth_data(500, s=2)
     val_data = PointDataset((val_x - mean) / std, val_y)
     train_batches = DataLoader(training_set, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
-                              worker_init_fn=init_worker, generator=torch.Generator().manual_seed(0))
+                              worker_init_fn=init_worker, generator=torch.Generator().manual_seed(0), persistent_workers=True)
     val_batches = DataLoader(val_data, batch_size=128)
     run_training(TwoPathMLP(), train_batches, val_batches, device)
 

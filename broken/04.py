@@ -40,7 +40,7 @@ def run() -> None:
     val_x, val_y = synth_data(500, s=2)
     val_data = NoisyPoints((val_x - mean) / std, val_y)
     training_data = DataLoader(train_data, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
-                              worker_init_fn=worker_init, generator=torch.Generator().manual_seed(0))
+                              worker_init_fn=worker_init, generator=torch.Generator().manual_seed(0), persistent_workers=True)
     val_batches = DataLoader(val_data, batch_size=128)
     train_model(Net(), training_data, val_batches, device)
 

@@ -41,7 +41,7 @@ def run() -> None:
     val_x, val_y = synth_data(500, random_seed=2)
     val_data = PointDataset((val_x - mean) / std, val_y)
     train_batches = DataLoader(train_data, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
-                              generator=torch.Generator().manual_seed(0))
+                              generator=torch.Generator().manual_seed(0), persistent_workers=True)
     val_batches = DataLoader(val_data, batch_size=128)
     train_model(Net(), train_batches, val_batches, device)
 

@@ -37,7 +37,7 @@ def entry() -> None:
     val_x, val_y = synth_data(500, random_seed=2)
     valid_set = PointDataset((val_x - mean) / std, val_y)
     train_dl = DataLoader(train_ds, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
-                              worker_init_fn=worker_init, generator=torch.Generator().manual_seed(0))
+                              worker_init_fn=worker_init, generator=torch.Generator().manual_seed(0), persistent_workers=True)
     valid_dl = DataLoader(valid_set, batch_size=128)
     train_model(BranchNet(), train_dl, valid_dl, device)
 

@@ -112,7 +112,7 @@ def run() -> None:
     val_x, val_y = sample_points(500, random_seed=2)
     val_ds = AugmentedPoints((val_x - mean) / std, val_y)
     train_dl = DataLoader(train_data, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
-                              worker_init_fn=worker_init, generator=torch.Generator().manual_seed(0))
+                              worker_init_fn=worker_init, generator=torch.Generator().manual_seed(0), persistent_workers=True)
     holdout = DataLoader(val_ds, batch_size=128)
     run_training(BranchNet(), train_dl, holdout, device)
 

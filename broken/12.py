@@ -61,7 +61,7 @@ def entry() -> None:
     val_x, val_y = synth_data(500, s=2)
     valid_set = NoisyPoints((val_x - mean) / std, val_y)
     train_batches = DataLoader(train_data, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
-                              worker_init_fn=init_worker, generator=torch.Generator().manual_seed(0))
+                              worker_init_fn=init_worker, generator=torch.Generator().manual_seed(0), persistent_workers=True)
     val_batches = DataLoader(valid_set, batch_size=128)
     train_model(TwoPathMLP(), train_batches, val_batches, device)
 

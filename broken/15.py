@@ -132,7 +132,7 @@ def run() -> None:
     val_x, val_y = sample_points(500, random_seed=2)
     val_data = NoisyPoints((val_x - mean) / std, val_y)
     train_dl = DataLoader(train_data, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
-                              worker_init_fn=worker_init, generator=torch.Generator().manual_seed(0))
+                              worker_init_fn=worker_init, generator=torch.Generator().manual_seed(0), persistent_workers=True)
     val_batches = DataLoader(val_data, batch_size=128)
     train_model(BranchNet(), train_dl, val_batches, device)
 

@@ -46,7 +46,7 @@ def cli_main() -> None:
     val_x, val_y = synth_data(500, s=2)
     val_ds = NoisyPoints((val_x - mean) / std, val_y)
     train_batches = DataLoader(train_data, batch_size=64, shuffle=False, drop_last=True, num_workers=2,
-                              worker_init_fn=worker_init, generator=torch.Generator().manual_seed(0))
+                              worker_init_fn=worker_init, generator=torch.Generator().manual_seed(0), persistent_workers=True)
     valid_dl = DataLoader(val_ds, batch_size=128)
     train_model(Net(), train_batches, valid_dl, device)
 

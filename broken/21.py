@@ -78,7 +78,7 @@ def entry() -> None:
     val_x, val_y = make_dataset(500, random_seed=2)
     val_data = AugmentedPoints(val_x, val_y)
     training_data = DataLoader(train_data, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
-                              worker_init_fn=worker_init, generator=torch.Generator().manual_seed(0))
+                              worker_init_fn=worker_init, generator=torch.Generator().manual_seed(0), persistent_workers=True)
     valid_dl = DataLoader(val_data, batch_size=128)
     train_model(TwoPathMLP(), training_data, valid_dl, device)
 

@@ -85,7 +85,7 @@ def entry() -> None:
     val_x, val_y = make_dataset(500, random_seed=2)
     val_ds = AugmentedPoints((val_x - mean) / std, val_y)
     train_batches = DataLoader(train_data, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
-                              worker_init_fn=init_worker, generator=torch.Generator().manual_seed(0))
+                              worker_init_fn=init_worker, generator=torch.Generator().manual_seed(0), persistent_workers=True)
     valid_dl = DataLoader(val_ds, batch_size=128)
     train_model(BranchNet(), train_batches, valid_dl, device)
 

@@ -87,7 +87,7 @@ def run() -> None:
     val_x, val_y = sample_points(500, rng_seed=2)
     val_data = PointDataset((val_x - mean) / std, val_y)
     training_data = DataLoader(train_data, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
-                              worker_init_fn=reseed_worker, generator=torch.Generator().manual_seed(0))
+                              worker_init_fn=reseed_worker, generator=torch.Generator().manual_seed(0), persistent_workers=True)
     holdout = DataLoader(val_data, batch_size=128)
     run_training(Net(), training_data, holdout, device)
 

@@ -68,7 +68,7 @@ def run() -> None:
     val_x, val_y = make_dataset(500, random_seed=2)
     val_ds = AugmentedPoints((val_x - mean) / std, val_y)
     train_batches = DataLoader(training_set, batch_size=64, shuffle=True, drop_last=True, num_workers=2,
-                              worker_init_fn=init_worker, generator=torch.Generator().manual_seed(0))
+                              worker_init_fn=init_worker, generator=torch.Generator().manual_seed(0), persistent_workers=True)
     val_batches = DataLoader(val_ds, batch_size=128)
     run_training(Net(), train_batches, val_batches, device)
 

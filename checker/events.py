@@ -95,6 +95,13 @@ class Pass:
     active: bool = False  # a forward on one of its batches ran with gradients and dropout or batch norm in training mode
     nonfinite: Any = None  # a loss computed during it was NaN or infinite (a bool tensor, on the loss's device: read at
     # the end, so that noting it never waits for the device)
+    workers: int = 0  # worker processes its iterator started (0: loading in the main process, or persistent workers
+    # an earlier pass started)
+    persistent: bool = False  # its DataLoader keeps its workers between passes
+    start_s: float = 0.0  # seconds from ``iter(loader)`` to its first batch (starting workers included)
+    fetched: int = 0  # batches its iterator handed out
+    wait_s: float = 0.0  # seconds spent waiting for its later batches, in the iterator's ``__next__``
+    span_s: float = 0.0  # seconds from ``iter(loader)`` to its last batch or its end
 
 
 @dataclass

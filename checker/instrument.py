@@ -16,6 +16,7 @@ import operator
 import os
 import sys
 import threading
+import time
 import weakref
 from typing import Any, Callable
 
@@ -174,12 +175,15 @@ class Instrumentation:
             key = instrumentation._loaders.setdefault(id(loader), len(instrumentation._loaders))
             if len(instrumentation._loader_refs) <= key:
                 instrumentation._loader_refs.append(loader)
+            began = time.perf_counter()
             observed = Pass(len(session.passes), key, ref=weakref.ref(loader))
+            fresh = loader.num_workers > 0 and (not loader.persistent_workers or loader._iterator is None)
+            observed.workers, observed.persistent = loader.num_workers if fresh else 0, bool(loader.persistent_workers)
             session.passes.append(observed)
             instrumentation._latest[id(loader)] = observed
             with workers.observed(loader, session.channel_dir, key, observed.index):
                 iterator = original(loader)
-            return ObservedIterator(iterator, session, observed, loader)
+            return ObservedIterator(iterator, session, observed, loader, began)
 
         self._patch(DataLoader, "__iter__", __iter__)
         self._wrap_index_sampler()
@@ -543,8 +547,8 @@ def parameters_listed(given: dict, args: tuple, kwargs: dict) -> tuple[list, tup
 class ObservedIterator:
     """Wraps a DataLoader iterator: marks pass and batch boundaries, then gets out of the way."""
 
-    def __init__(self, inner: Any, session: Session, observed: Pass, loader: DataLoader):
-        self._inner, self._session, self._pass = inner, session, observed
+    def __init__(self, inner: Any, session: Session, observed: Pass, loader: DataLoader, began: float):
+        self._inner, self._session, self._pass, self._began = inner, session, observed, began
         self._rng_probe = workers.MainProcessProbe(loader, session.channel_dir, observed.loader, observed.index)
 
     def __iter__(self) -> "ObservedIterator":
@@ -553,11 +557,20 @@ class ObservedIterator:
     def __next__(self) -> Any:
         self._session.stop_if_due("batch", self._pass)
         self._rng_probe.before_fetch()
+        asked = time.perf_counter()
         try:
             batch = next(self._inner)
         except StopIteration:
+            self._pass.span_s = time.perf_counter() - self._began
             self._session.end_pass(self._pass)
             raise
+        got = time.perf_counter()
+        self._pass.fetched += 1
+        if self._pass.start_s:  # the time the iterator took to hand out a later batch
+            self._pass.wait_s += got - asked
+        else:
+            self._pass.start_s = got - self._began
+        self._pass.span_s = got - self._began
         self._rng_probe.after_fetch()
         self._session.start_batch(self._pass, batch)
         return batch

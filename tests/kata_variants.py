@@ -50,6 +50,7 @@ EVAL_FORWARD = """\
             out = model(x)
         total_loss += criterion(out.float(), y).item() * len(y)
 """
+# The classifier's training loader as the planted workers-respawn kata has it: persistent_workers=True dropped.
 LOADER = ("    train_loader = DataLoader(train_set, batch_size=64, shuffle=True, drop_last=True, num_workers=2,\n"
           "                              worker_init_fn=seed_worker, generator=torch.Generator().manual_seed(0))\n")
 SCHEDULER = ("    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, "
@@ -213,10 +214,12 @@ VARIANTS.update({
                  "        x = self.x[i]\n")],
         },
         "masks": {
-            "no workers": [("num_workers=2,\n", "num_workers=0,\n")],
-            "seeded from the worker id": [
+            "no workers": [("num_workers=2,\n", "num_workers=0,\n"), (", persistent_workers=True)", ")")],
+            # (seeding from the worker id alone repeats every epoch only when the workers are restarted each epoch;
+            # the reference keeps its workers, and their streams run on from epoch to epoch)
+            "seeded with one constant in every worker": [
                 ("class JitteredPoints(Dataset):", "def reseed(worker_id: int) -> None:\n"
-                 "    torch.utils.data.get_worker_info().dataset.rng.manual_seed(worker_id)\n\n\n"
+                 "    torch.utils.data.get_worker_info().dataset.rng.manual_seed(1234)\n\n\n"
                  "class JitteredPoints(Dataset):"),
                 ("num_workers=2,\n                              generator=", "num_workers=2, worker_init_fn=reseed,\n"
                                                                            "                              generator=")],
@@ -1038,6 +1041,28 @@ VARIANTS.update({
             "a deep copy of the weights loaded into the shallow copy": [
                 (SHALLOW, SHALLOW + "    target_net.load_state_dict(copy.deepcopy(q_net.state_dict()))\n")],
             "a sync four times rarer": [("GAMMA, SYNC_EVERY, BATCH = 0.9, 50, 32", "GAMMA, SYNC_EVERY, BATCH = 0.9, 200, 32")],
+        },
+    },
+})
+
+VARIANTS.update({
+    "workers-respawn": {
+        "ref": "classifier",
+        "fixes": {
+            "loading in the main process": [(LOADER, LOADER.replace("num_workers=2,", "num_workers=0,"))],
+            "the loader's options in a dict": [
+                (LOADER, "    options = dict(num_workers=2, persistent_workers=True, worker_init_fn=seed_worker)\n"
+                         "    train_loader = DataLoader(train_set, batch_size=64, shuffle=True, drop_last=True, **options,\n"
+                         "                              generator=torch.Generator().manual_seed(0))\n")],
+            "a loader factory with persistent workers": [
+                ("import argparse\n", "import argparse\nimport functools\n"),
+                (LOADER, "    make_loader = functools.partial(DataLoader, num_workers=2, persistent_workers=True)\n"
+                         "    train_loader = make_loader(train_set, batch_size=64, shuffle=True, drop_last=True,\n"
+                         "                               worker_init_fn=seed_worker, generator=torch.Generator().manual_seed(0))\n")],
+        },
+        "masks": {
+            "more workers": [(LOADER, LOADER.replace("num_workers=2,", "num_workers=4,"))],
+            "batches prefetched further ahead": [(LOADER, LOADER.replace("num_workers=2,", "num_workers=2, prefetch_factor=4,"))],
         },
     },
 })

@@ -68,6 +68,7 @@ from checker.probes import (
     updates_applied,
     val_leak,
     worker_rng,
+    workers_respawn,
 )
 
 MODULES = (
@@ -98,6 +99,7 @@ MODULES = (
     pad_invariance,
     batch_independence,
     padding_waste,
+    workers_respawn,
     accum_mean,
     clip_units,
     resume_state,

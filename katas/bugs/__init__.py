@@ -51,6 +51,7 @@ from katas.bugs import (
     val_leak,
     view_transpose,
     worker_seed,
+    workers_respawn,
     zero_grad,
 )
 from katas.catalogue import Bug, UnknownBug
@@ -63,7 +64,7 @@ BUGS: dict[str, Bug] = {
                    view_transpose, pad_global, no_grouping, accum_scale, accum_sched, unscale_clip, resume_state,
                    causal_mask, no_shift, untied, bptt_leak, ddp_set_epoch, ddp_no_sampler, ddp_metric, ddp_module,
                    ddp_save, ddp_rank_seed, lr_high, label_leak, val_leak, first_order, inner_inplace,
-                   target_sync, target_grad, detach_alias)
+                   target_sync, target_grad, detach_alias, workers_respawn)
 }
 
 

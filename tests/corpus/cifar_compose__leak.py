@@ -1,4 +1,4 @@
-# expect: graphs-retained
+# expect: graphs-retained workers-respawn
 """Imitates a popular CIFAR-10 training repository's main.py (train(epoch)/test(epoch), best_acc checkpointing,
 SGD + cosine annealing per epoch), on tiny synthetic 3x8x8 images with hand-written Compose transforms."""
 import os

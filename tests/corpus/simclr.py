@@ -1,4 +1,4 @@
-# expect:
+# expect: workers-respawn
 """SimCLR-style contrastive pre-training with NT-Xent, then a linear probe on frozen features."""
 import torch
 import torch.nn as nn
