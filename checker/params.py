@@ -70,8 +70,9 @@ class ParamWatch:
         return False
 
     def watch(self, param: torch.Tensor, on_grad: Callable[[torch.Tensor, torch.Tensor], None]) -> None:
-        """Report ``param``'s gradient contributions to ``on_grad(param, grad)``, once per parameter."""
-        if not param.requires_grad or self._known(param):
+        """Report ``param``'s gradient contributions to ``on_grad(param, grad)``, once per parameter. A lazy module's
+        parameter not yet materialised (its own pre-hook runs after the session's) is watched at a later call."""
+        if not param.requires_grad or torch.nn.parameter.is_lazy(param) or self._known(param):
             return
         ref = weakref.ref(param)
         self._refs[id(param)] = ref

@@ -73,8 +73,8 @@ class Observer:
         import torch
         from torch import nn
 
-        if param is None or param.dim() != 2 or name != "weight":
-            return
+        if param is None or torch.nn.parameter.is_lazy(param) or param.dim() != 2 or name != "weight":
+            return  # (a lazy module's weight has no shape until its first forward)
         if not replacing:
             self.layers.add(module)
             return

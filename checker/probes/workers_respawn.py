@@ -14,7 +14,8 @@ seconds to its last batch. A pass's *start-up* is its wait for the first batch l
 Rule (advice, never a failure: the training is the same, only slower). For each loader iterated at least twice
 whose first pass started workers:
 
-* advice: its workers were started anew at every later pass: "started 4 times, once expected"; the message adds
+* advice: its workers were started anew at every later pass: "started 4 times, once expected" (a training loader is
+  reported before an evaluation one, which restarts its workers at every evaluation just as well); the message adds
   the start-up measured here and its share of a pass (a timing, reported, never judged: it varies with the
   machine's load, and the same restarts cost seconds with ``spawn`` or a large dataset);
 * pass: the workers were started once and kept (persistent), or started again only at some later passes, or every
@@ -49,6 +50,7 @@ class Loader:
     restarts: int  # later iterations that started workers again
     startup_s: float  # mean start-up of those iterations (seconds)
     span_s: float  # mean span of those iterations (seconds)
+    training: bool = False  # a training loader (some update applied its batches' gradients)
 
 
 @dataclass
@@ -80,7 +82,8 @@ class Observer:
             startups = [max(p.start_s - p.wait_s / max(p.fetched - 1, 1), 0.0) for p in later]
             loaders.append(Loader(passes[0].workers, len(passes), len(later),
                                   sum(startups) / len(later) if later else 0.0,
-                                  sum(p.span_s for p in later) / len(later) if later else 0.0))
+                                  sum(p.span_s for p in later) / len(later) if later else 0.0,
+                                  passes[0].loader in self.session.training_loaders()))
         return Observation(loaders, in_main)
 
 
@@ -91,14 +94,15 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
             return Finding(ID, TITLE, PASS, "0 starts", "1 start", text, observed=text)
         why = "no DataLoader was iterated twice"
         return Finding(ID, TITLE, NOT_APPLICABLE, message=why, observed=why)
-    worst = max(obs.loaders, key=lambda x: (x.restarts == x.passes - 1, x.restarts))
+    worst = max(obs.loaders, key=lambda x: (x.restarts == x.passes - 1, x.training, x.restarts))
+    which = "training" if worst.training else "evaluation"
     starts = worst.restarts + 1
     measured, threshold = f"{starts} start{'s' if starts > 1 else ''}", "1 start"
     if not worst.restarts:
-        text = (f"a DataLoader's {worst.workers} worker processes were started once and kept for its "
+        text = (f"the {which} DataLoader's {worst.workers} worker processes were started once and kept for its "
                 f"{worst.passes} passes")
         return Finding(ID, TITLE, PASS, measured, threshold, text, observed=text)
-    seen = (f"a DataLoader started its {worst.workers} worker processes anew at {worst.restarts + 1} of its "
+    seen = (f"the {which} DataLoader started its {worst.workers} worker processes anew at {worst.restarts + 1} of its "
             f"{worst.passes} passes")
     share = worst.startup_s / worst.span_s if worst.span_s else 0.0
     cost = (f"here {worst.startup_s * 1e3:.0f} ms before each later pass's first batch, {share:.0%} of the pass "
