@@ -1066,3 +1066,25 @@ VARIANTS.update({
         },
     },
 })
+
+RESET_BEFORE_STEP = "        optimizer.zero_grad(set_to_none=True)\n        optimizer.step()\n"  # the planted zero-order
+VARIANTS.update({
+    "zero-order": {
+        "ref": "binary",
+        "fixes": {
+            "the reset after the step": [(RESET_BEFORE_STEP, "        optimizer.step()\n"
+                                                            "        optimizer.zero_grad(set_to_none=True)\n")],
+            "the model's gradients reset just before the backward": [
+                (RESET_BEFORE_STEP, "        optimizer.step()\n"),
+                ("        loss.backward()\n", "        model.zero_grad()\n        loss.backward()\n")],
+            "each gradient set to None by hand after the step": [
+                (RESET_BEFORE_STEP, "        optimizer.step()\n        for p in model.parameters():\n"
+                                    "            p.grad = None\n")],
+        },
+        "masks": {
+            "a larger learning rate": [("epochs=3, lr=0.05,", "epochs=3, lr=0.5,")],
+            "gradients zeroed instead of set to None": [
+                (RESET_BEFORE_STEP, "        optimizer.zero_grad(set_to_none=False)\n        optimizer.step()\n")],
+        },
+    },
+})

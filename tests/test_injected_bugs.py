@@ -52,6 +52,9 @@ BREAKS_TRAINING: dict[str, bool | tuple[str, ...]] = {
     "untied": True,  # the copy is taken before the embedding's own initialisation, which it then misses
     "zero-grad": ("ddp",),  # SGD with momentum on the summed gradients diverges there
     "no-step": True,
+    # every step finds the gradients reset: nothing is learned; health does not see it on meta (its meta-loss's
+    # fall is not judged) nor on rl (a Q-learner's loss need not fall), where weights-update does
+    "zero-order": ("binary", "classifier", "ddp", "lm"),
     "shape-broadcast": True,
     "softmax-ce": ("lm",),
     "lr-high": ("binary", "classifier", "ddp", "text"),  # on the LM the loss climbs, then falls back below ln(k)

@@ -17,7 +17,9 @@ with the same elements of each trained module of that shape:
   exactly the trained module's current weights in at least 90 % of them: it never lags;
 * pass: the copy ran that often and lagged (its weights differed) in more than 10 % of them;
 * not applicable: no such copy ran, or it ran in fewer stretches than that (an evaluation copy, a policy that
-  acts between rounds of updates, like PPO's old policy: its premise is not a per-update target).
+  acts between rounds of updates, like PPO's old policy: its premise is not a per-update target). A stretch in which
+  the trained weights did not move since the last comparison is not counted: a copy cannot lag behind weights that
+  stand still (steps that find the gradients reset apply nothing; weights-update says so).
 
 Measured: the ``rl`` reference syncs its target network every 50 updates: it holds the trained weights at 16 of
 its 769 updates; synced at every update, or aliased, at all of them. Why a correct script cannot fail: a copy that

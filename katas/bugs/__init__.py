@@ -53,12 +53,13 @@ from katas.bugs import (
     worker_seed,
     workers_respawn,
     zero_grad,
+    zero_order,
 )
 from katas.catalogue import Bug, UnknownBug
 
 BUGS: dict[str, Bug] = {
     module.BUG.id: module.BUG
-    for module in (zero_grad, no_step, leak, eval_mode, val_grad, train_mode, detach, scheduler, log0, softmax_ce,
+    for module in (zero_grad, zero_order, no_step, leak, eval_mode, val_grad, train_mode, detach, scheduler, log0, softmax_ce,
                    functional_dropout, worker_seed, clip_order, metric_count, orphan_params, data_inplace,
                    shape_broadcast, no_shuffle, label_shift, frozen, raw_inputs, decay_norm, pad_loss, pad_pool, key_mask,
                    view_transpose, pad_global, no_grouping, accum_scale, accum_sched, unscale_clip, resume_state,

@@ -70,6 +70,11 @@ CONFLICTS |= {frozenset({"detach-alias", other}) for other in ("no-step", "lr-hi
 # Gradients wasted on the target network are told from the trained network's by the steps that apply the latter's:
 # without a step neither side is trained.
 CONFLICTS |= {frozenset({"target-grad", "no-step"})}
+# Gradients reset before the step leave every step empty: what a missing step hides, this hides too; and it moves
+# the very reset that zero-grad deletes.
+CONFLICTS |= {frozenset({"zero-order", other}) for pair in list(CONFLICTS) if "no-step" in pair
+              for other in pair - {"no-step"}}
+CONFLICTS |= {frozenset({"zero-order", other}) for other in ("no-step", "zero-grad")}
 
 
 class TaskError(ValueError):

@@ -7,7 +7,9 @@ the same order, as a module whose parameters an optimizer trains; or a shallow c
 followed together (one kept, or a fresh one per update). Its stretches are counted between the updates of the
 optimizer that trains the module of its shapes (an actor-critic steps two or three optimizers; each target follows
 one network). In each stretch, the first call of a copy compares a fixed sample of up to 64 elements of each of its
-parameters with the same elements of each trained module of its shapes.
+parameters with the same elements of each trained module of its shapes. A stretch in which no trained module of its
+shapes moved since the last comparison is not counted: a copy cannot lag behind weights that stand still (updates
+that change nothing, the gradients reset before the step).
 """
 from __future__ import annotations
 
@@ -55,6 +57,7 @@ class Copies:
         self.updates: dict[tuple, int] = {}  # shapes -> updates of the trained modules of those shapes
         self.records: dict[tuple, Copy] = {}  # shapes -> the record of the copies of those shapes
         self.last: dict[tuple, int] = {}  # shapes -> the update count at the last comparison
+        self.seen: dict[int, list] = {}  # trained module serial -> the sample of its weights at the last comparison
         session.on(Event.FORWARD, OWNER, self.on_forward)
         session.on(Event.UPDATE_POST, OWNER, self.on_update)
 
@@ -84,13 +87,21 @@ class Copies:
         record = self.records.get(shapes)
         if record is None:
             record = self.records[shapes] = Copy(forward.name, describe(shapes), updates)
-        record.stretches += 1
+        moving = []  # the trained modules of these shapes whose weights moved since the last comparison
         for serial in self.trained_modules[shapes]:
             if serial == forward.module or serial in self.shallow:
                 continue
             trained = [r() for r in self.modules[serial][0]]
             if any(p is None for p in trained):
                 continue
+            now, before = snapshot(trained), self.seen.get(serial)
+            self.seen[serial] = now
+            if before is None or not alike(now, before):
+                moving.append(trained)
+        if not moving:  # weights that stand still leave a copy nothing to lag behind
+            return
+        record.stretches += 1
+        for trained in moving:
             if same_storage(params, trained):
                 record.shared = True
             if equal(params, trained):
@@ -144,6 +155,21 @@ def equal(copy: list, trained: list) -> bool:
             if not torch.equal(sample(a, index), sample(b, index)):
                 return False
     return True
+
+
+def snapshot(params: list) -> list:
+    """The sampled elements of each parameter, copied (None for a tensor kind that cannot be sampled)."""
+    import torch
+
+    with torch.no_grad():
+        return [sample(p, indices(p)).clone() if p.layout == torch.strided and p.numel() else None for p in params]
+
+
+def alike(a: list, b: list) -> bool:
+    import torch
+
+    return all((x is None) == (y is None) and (x is None or (x.shape == y.shape and torch.equal(x, y)))
+               for x, y in zip(a, b))
 
 
 def same_storage(copy: list, trained: list) -> bool:
