@@ -23,10 +23,15 @@ is then expected).
   received gradients and other parameters were updated (a seq2seq encoder's
   optimizer built beside the decoder's, a GAN's generator's beside its
   discriminator's): building an optimizer over parameters declares that they train.
-* cannot tell: an optimizer that did step, but whose graded parameters never
-  changed while other parameters were updated (a learning rate of 0 in every group,
-  gradients reset before its steps): a part deliberately held still for this run
-  cannot be told from one that was meant to train.
+* fail, too: an optimizer that stepped, whose graded parameters never changed while
+  other parameters were updated, and each of whose steps found the gradients that
+  backward passes gave them since its previous step already reset (None or zeros):
+  the script computed them and threw them away before its own step (an actor-critic
+  or a GAN whose one ``zero_grad()`` runs between that network's backward and step).
+* cannot tell: an optimizer that did step, with the gradients there, but whose graded
+  parameters never changed while other parameters were updated (a learning rate of 0
+  in every group): a part deliberately held still for this run cannot be told from
+  one that was meant to train.
 * pass: every group's gradients were applied at least once. Gradient accumulation
   (few updates per many backward passes), a GradScaler skipping a few steps,
   manual SGD, two optimizers taking turns, a warm-up whose first rate is 0 (the
@@ -87,16 +92,25 @@ class Observer:
         session.on(Event.UPDATE_POST, ID, self.on_update)
         session.on(Event.UPDATE_PRE, ID, self.on_step)
         self.zero_steps: dict[int, int] = {}  # optimizer id -> its steps whose waiting parameters' gradients were all 0
+        self.stepped_at: dict[int, int] = {}  # optimizer id -> backward passes run before its last step
+        self.reset_steps: dict[int, int] = {}  # optimizer id -> its steps that found the gradients its waiting
+        # parameters received since its previous step reset (None or all 0)
 
     def on_step(self, update) -> None:
-        """Before a step that still has parameters waiting to change: are all their gradients zero?"""
+        """Before a step that still has parameters waiting to change: are all their gradients zero? And were the
+        gradients that backward passes gave them since this optimizer's previous step reset before this one?"""
         if update.manual or not self.pending:
             return
         from checker.tensors import any_nonzero
 
+        key = id(update.optimizer)
+        previous, self.stepped_at[key] = self.stepped_at.get(key, 0), self.backward
         waiting = [p for p in update.params if id(p) in self.pending and p.grad is not None]
         if waiting and not any(any_nonzero(p.grad) for p in waiting):
-            self.zero_steps[id(update.optimizer)] = self.zero_steps.get(id(update.optimizer), 0) + 1
+            self.zero_steps[key] = self.zero_steps.get(key, 0) + 1
+        fresh = [p for p in update.params if id(p) in self.pending and self.last.get(id(p), 0) > previous]
+        if fresh and all(p.grad is None or not any_nonzero(p.grad) for p in fresh):
+            self.reset_steps[key] = self.reset_steps.get(key, 0) + 1
 
     def on_backward(self, loss) -> None:
         self.backward += 1
@@ -153,7 +167,8 @@ class Observer:
                 groups.append({"optimizer": type(opt).__name__, "params": len(mine),
                                "applied": len(mine & self.applied), "steps": self.steps.get(id(opt), 0),
                                "span": end - start + 1, "quiet": after == self.updates_at[start],
-                               "zero_steps": self.zero_steps.get(id(opt), 0)})
+                               "zero_steps": self.zero_steps.get(id(opt), 0),
+                               "reset_steps": self.reset_steps.get(id(opt), 0)})
         unheld = graded - held
         return Observation(self.graded_backwards, groups, len(unheld), len(unheld & self.applied), self.manual)
 
@@ -206,6 +221,16 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
                        "(or leave them out of it, and freeze them, if they are meant to stay)",
                        observed=f"{g['params']} parameters received gradients over {g['span']} backward passes and "
                                 "stayed exactly as they were, while others changed")
+    emptied = [g for g in stalled if g["steps"] and g.get("reset_steps", 0) >= g["steps"]]
+    if emptied:
+        g = max(emptied, key=lambda g: g["steps"])
+        return Finding(ID, TITLE, FAIL, f"{g['steps']} empty steps of {g['optimizer']}", threshold,
+                       f"each of the {g['steps']} steps of the {g['optimizer']} optimizer found the gradients that "
+                       f"backward passes had just given its {g['params']} parameters already reset: they never "
+                       "changed, while other parameters trained. The reset runs between backward() and step(): move "
+                       "zero_grad() before the forward pass, or after the step",
+                       observed=f"{g['params']} parameters received gradients before each of {g['steps']} steps of "
+                                "their optimizer and stayed exactly as they were, while others changed")
     if stalled:
         names = ", ".join(f"{g['optimizer']} ({g['params']} parameters, {g['steps']} steps)" for g in stalled)
         return Finding(ID, TITLE, CANNOT_TELL, measured, threshold,
