@@ -185,6 +185,11 @@ def _judge(run: Run, script: str, device: str, limits: Limits, expect: Expectati
                     "fresh interpreter (the spawn or forkserver method), cannot be observed: give the Process a "
                     "target function instead, or run one process per rank under a launcher (--nproc N)")
     if not facts.backwards and not facts.updates:
+        broken = facts.observer_errors.get("session")
+        if broken:  # the checker stopped observing: what it did not see, the script may well have done
+            return _set(report, Verdict.SCRIPT_FAILED, f"no training was observed because the checker itself failed "
+                        f"while observing the script ({broken}): nothing it did after that was seen, so nothing can "
+                        "be judged; this is the checker's failure, not necessarily the script's")
         why = (f"the script exited ({exit_name(outcome)}) before any training was observed"
                if outcome.get("exit_called") else
                "no training was observed: the script never called backward() or updated a parameter")

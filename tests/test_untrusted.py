@@ -32,6 +32,8 @@ CASES = [
     ("raises.py", [], 3, "the script raised FileNotFoundError: no config at config.yaml"),
     ("diverges_then_overflows.py", [], 3, "the script raised OverflowError: math range error"),
     ("never_trains.py", [], 3, "no training was observed"),
+    ("refuses_hooks.py", [], 3, "the checker itself failed while observing the script (RuntimeError: this parameter "
+                                "refuses hooks)"),
     ("unbounded_loop.py", ["--idle", "3"], 4, "no progress for 3 s: is a loop unbounded?"),
     ("prints_forever.py", ["--timeout", "4"], 4, "did not finish within 4 s"),
     ("memory_hog.py", ["--memory", "900"], 3, "more than 900 MB of memory"),
