@@ -97,7 +97,6 @@ class Pass:
     # the end, so that noting it never waits for the device)
     workers: int = 0  # worker processes its iterator started (0: loading in the main process, or persistent workers
     # an earlier pass started)
-    persistent: bool = False  # its DataLoader keeps its workers between passes
     start_s: float = 0.0  # seconds from ``iter(loader)`` to its first batch (starting workers included)
     fetched: int = 0  # batches its iterator handed out
     wait_s: float = 0.0  # seconds spent waiting for its later batches, in the iterator's ``__next__``

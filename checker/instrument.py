@@ -178,7 +178,7 @@ class Instrumentation:
             began = time.perf_counter()
             observed = Pass(len(session.passes), key, ref=weakref.ref(loader))
             fresh = loader.num_workers > 0 and (not loader.persistent_workers or loader._iterator is None)
-            observed.workers, observed.persistent = loader.num_workers if fresh else 0, bool(loader.persistent_workers)
+            observed.workers = loader.num_workers if fresh else 0
             session.passes.append(observed)
             instrumentation._latest[id(loader)] = observed
             with workers.observed(loader, session.channel_dir, key, observed.index):

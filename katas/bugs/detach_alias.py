@@ -16,7 +16,7 @@ from katas.bugs.no_shuffle import reads
 from katas.catalogue import Bug
 from katas.engine.context import OPTIMIZER, Context
 from katas.engine.operator import Example, Operator, Site, rewrite
-from katas.engine.patterns import in_training
+from katas.engine.patterns import in_training, steps_in
 from katas.engine.tree import find, is_self_attribute, method
 
 DEEPCOPY = "copy.deepcopy"
@@ -42,13 +42,8 @@ def trained_keys(ctx: Context) -> set:
 
 def runs_in_training(ctx: Context, key, loops: set) -> bool:
     """Whether the value bound to ``key`` is called, or handed to a call, where training runs."""
-    def training(node: cst.CSTNode) -> bool:
-        function = ctx.enclosing(node, cst.FunctionDef)
-        return in_training(ctx, node, loops) or (
-            function is not None and any(method(c) == "backward" for c in ctx.runs(function.body)))
-
     return any((ctx.binding(call.func) == key or any(ctx.binding(a.value) == key for a in call.args))
-               and training(call) for call in ctx.all(cst.Call))
+               and (in_training(ctx, call, loops) or steps_in(ctx, call)) for call in ctx.all(cst.Call))
 
 
 def frozen(ctx: Context, key) -> bool:

@@ -16,7 +16,7 @@ from katas.bugs.val_grad import evaluates, switches_off_grad, without_decorator,
 from katas.catalogue import Bug
 from katas.engine.context import MODEL, Context
 from katas.engine.operator import Example, Operator, Site, rewrite
-from katas.engine.patterns import in_training, innermost_training_loops
+from katas.engine.patterns import in_training, innermost_training_loops, steps_in
 from katas.engine.tree import find, is_self_attribute, method
 
 FUNCTIONS = {f"torch.nn.functional.{name}" for name in (
@@ -51,12 +51,6 @@ def target_argument(call: cst.Call) -> cst.BaseExpression | None:
     if len(positional) > 1:
         return positional[1].value
     return next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "target"), None)
-
-
-def steps_in(ctx: Context, node: cst.CSTNode) -> bool:
-    """Whether the function around ``node`` runs a backward pass."""
-    function = ctx.enclosing(node, cst.FunctionDef)
-    return function is not None and any(method(c) == "backward" for c in ctx.runs(function.body))
 
 
 class TargetFlow:

@@ -12,8 +12,8 @@ import libcst.matchers as m
 from katas.catalogue import Bug
 from katas.engine.context import Context
 from katas.engine.operator import Example, Operator, Site, rewrite
-from katas.engine.patterns import in_training
-from katas.engine.tree import find, method
+from katas.engine.patterns import in_training, steps_in
+from katas.engine.tree import find
 
 HOLDER = m.Name() | m.Attribute()  # target, self.target_net, agent.q
 SYNC = m.Call(func=m.Attribute(value=HOLDER, attr=m.Name("load_state_dict")),
@@ -35,13 +35,6 @@ def sync_of(ctx: Context, statement: cst.CSTNode) -> tuple[str, str] | None:
 def periodic(test: cst.BaseExpression) -> bool:
     """A condition that takes a remainder: ``step % N == 0``, ``(i + 1) % every == 0``."""
     return any(isinstance(op.operator, cst.Modulo) for op in find(test, cst.BinaryOperation))
-
-
-def steps_in(ctx: Context, node: cst.CSTNode) -> bool:
-    """Whether the function around ``node`` runs a backward pass: a learning step (``agent.learn()``) whose caller
-    the file does not tell."""
-    function = ctx.enclosing(node, cst.FunctionDef)
-    return function is not None and any(method(c) == "backward" for c in ctx.runs(function.body))
 
 
 class SyncTargetEveryUpdate(Operator):

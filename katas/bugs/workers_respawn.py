@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import libcst as cst
 
+from katas.bugs.ddp_set_epoch import keyword
 from katas.bugs.no_shuffle import is_true, iterated_by, training_loops
 from katas.bugs.worker_seed import without_arg
 from katas.catalogue import Bug
 from katas.engine.context import LOADER, Context
 from katas.engine.operator import Example, Operator, Site, rewrite
 from katas.engine.patterns import runs_repeatedly
-
-
-def keyword(call: cst.Call, name: str) -> cst.Arg | None:
-    return next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
 
 
 class DropPersistentWorkers(Operator):

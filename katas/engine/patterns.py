@@ -159,3 +159,10 @@ def in_training(ctx: Context, node: cst.CSTNode, loops: set) -> bool:
                               and runs_repeatedly(ctx, a.body))
 
     return runs_within(ctx, node, training)
+
+
+def steps_in(ctx: Context, node: cst.CSTNode) -> bool:
+    """Whether the function around ``node`` runs a backward pass (directly or in what it calls): a learning step
+    (``agent.learn()``) whose caller the file does not tell."""
+    function = ctx.enclosing(node, cst.FunctionDef)
+    return function is not None and any(method(c) == "backward" for c in ctx.runs(function.body))
