@@ -1017,6 +1017,31 @@ VARIANTS.update({
     },
 })
 
+REVERSED = "                    q_net.load_state_dict(target_net.state_dict())\n"  # the planted sync-reversed
+VARIANTS.update({
+    "sync-reversed": {
+        "ref": "rl",
+        "fixes": {
+            "a fresh deep copy of the online network as the target": [
+                (REVERSED, "                    target_net = copy.deepcopy(q_net)\n")],
+            "the weights copied into the target one by one": [
+                (REVERSED, "                    with torch.no_grad():\n"
+                           "                        for t, p in zip(target_net.parameters(), q_net.parameters()):\n"
+                           "                            t.copy_(p)\n")],
+            "the target loaded with cloned tensors": [
+                (REVERSED, "                    target_net.load_state_dict({k: v.clone() for k, v in q_net.state_dict().items()})\n")],
+            "the target's tensors replaced by clones": [
+                (REVERSED, "                    for t, p in zip(target_net.parameters(), q_net.parameters()):\n"
+                           "                        t.data = p.detach().clone()\n")],
+        },
+        "masks": {
+            "the reversed load given a deep copy of the target's weights": [
+                (REVERSED, "                    q_net.load_state_dict(copy.deepcopy(target_net.state_dict()))\n")],
+            "a sync five times more frequent": [("GAMMA, SYNC_EVERY, BATCH = 0.9, 50, 32", "GAMMA, SYNC_EVERY, BATCH = 0.9, 10, 32")],
+        },
+    },
+})
+
 SHALLOW = "    target_net = copy.copy(q_net)\n"  # the planted detach-alias: a shallow copy holding the same parameters
 VARIANTS.update({
     "detach-alias": {
@@ -1085,6 +1110,85 @@ VARIANTS.update({
             "a larger learning rate": [("epochs=3, lr=0.05,", "epochs=3, lr=0.5,")],
             "gradients zeroed instead of set to None": [
                 (RESET_BEFORE_STEP, "        optimizer.zero_grad(set_to_none=False)\n        optimizer.step()\n")],
+        },
+    },
+})
+
+ON_TRAIN = "        val_loss, acc = evaluate(model, train_loader, device)\n"  # the planted val-on-train
+VARIANTS.update({
+    "val-on-train": {
+        "ref": "binary",
+        "fixes": {
+            "the loaders passed by keyword": [
+                (ON_TRAIN, "        val_loss, acc = evaluate(model, loader=val_loader, device=device)\n")],
+            "a loader built afresh from the validation set": [
+                (ON_TRAIN, "        val_loss, acc = evaluate(model, DataLoader(val_loader.dataset, batch_size=256), device)\n")],
+            "the loaders kept in a dict by split": [
+                (ON_TRAIN, "        loaders = {\"train\": train_loader, \"val\": val_loader}\n"
+                           "        val_loss, acc = evaluate(model, loaders[\"val\"], device)\n")],
+            "a training accuracy printed beside the validation": [
+                (ON_TRAIN, "        val_loss, acc = evaluate(model, val_loader, device)\n"
+                           "        print(f\"training accuracy {evaluate(model, train_loader, device)[1]:.3f}\")\n")],
+        },
+        "masks": {
+            "the training set in a loader of its own": [
+                (ON_TRAIN, "        val_loss, acc = evaluate(model, DataLoader(train_loader.dataset, batch_size=128), device)\n")],
+            "half of the training set as a subset": [
+                ("from torch.utils.data import DataLoader, TensorDataset\n",
+                 "from torch.utils.data import DataLoader, Subset, TensorDataset\n"),
+                (ON_TRAIN, "        half = Subset(train_loader.dataset, range(512))\n"
+                           "        val_loss, acc = evaluate(model, DataLoader(half, batch_size=128), device)\n")],
+        },
+    },
+})
+
+SAME_SEED = "        g = torch.Generator().manual_seed(self.seed)\n"  # the planted sampler-epoch
+VARIANTS.update({
+    "sampler-epoch": {
+        "ref": "text",
+        "fixes": {
+            "the epoch mixed into the seed by a multiple": [
+                (SAME_SEED, "        g = torch.Generator().manual_seed(1000 * self.seed + self.epoch)\n")],
+            "one generator kept for the sampler's lifetime": [
+                ("        self.lengths, self.batch_size, self.seed, self.epoch = lengths, batch_size, seed, 0\n",
+                 "        self.lengths, self.batch_size, self.seed, self.epoch = lengths, batch_size, seed, 0\n"
+                 "        self.g = torch.Generator().manual_seed(seed)\n"),
+                (SAME_SEED, "        g = self.g\n")],
+            "the global generator, seeded once by the script": [(SAME_SEED, "        g = None\n")],
+            "a seed hashed from the seed and the epoch": [
+                (SAME_SEED, "        g = torch.Generator().manual_seed(hash((self.seed, self.epoch)) % 2 ** 31)\n")],
+        },
+        "masks": {
+            "another constant seed": [(SAME_SEED, "        g = torch.Generator().manual_seed(self.seed + 1)\n")],
+            "a seed from the dataset's size": [
+                (SAME_SEED, "        g = torch.Generator().manual_seed(self.seed + len(self.lengths))\n")],
+        },
+    },
+})
+
+OVERWRITTEN = "        correct = (out.argmax(1) == y).sum().item()\n"  # the planted metric-overwrite
+VARIANTS.update({
+    "metric-overwrite": {
+        "ref": "classifier",
+        "fixes": {
+            "the predictions collected and scored once": [
+                ("    total_loss, correct, n = 0.0, 0, 0\n", "    total_loss, correct, n, hits = 0.0, 0, 0, []\n"),
+                (OVERWRITTEN, "        hits.append(out.argmax(1) == y)\n"),
+                ("    return total_loss / n, correct / n\n", "    return total_loss / n, torch.cat(hits).float().mean().item()\n")],
+            "a count per batch, summed": [
+                (OVERWRITTEN, "        batch_correct = (out.argmax(1) == y).sum().item()\n"
+                              "        correct = correct + batch_correct\n")],
+            "a count kept on the device": [
+                ("    total_loss, correct, n = 0.0, 0, 0\n",
+                 "    total_loss, correct, n = 0.0, torch.zeros((), dtype=torch.long), 0\n"),
+                (OVERWRITTEN, "        correct += (out.argmax(1) == y).sum().cpu()\n"),
+                ("    return total_loss / n, correct / n\n", "    return total_loss / n, correct.item() / n\n")],
+        },
+        "masks": {
+            "the count divided by the last batch's size": [
+                ("    return total_loss / n, correct / n\n", "    return total_loss / n, correct / len(y)\n")],
+            "a larger validation batch": [("    val_loader = DataLoader(val_set, batch_size=128)\n",
+                                           "    val_loader = DataLoader(val_set, batch_size=256)\n")],
         },
     },
 })

@@ -1,5 +1,5 @@
-"""The Q-learning operator: target-sync drops the periodic condition of a target network's sync, and plants nowhere
-else."""
+"""The Q-learning operators: target-sync drops the periodic condition of a target network's sync, sync-reversed swaps
+its two modules, target-grad lets gradient into a loss's target; each plants nowhere else."""
 from __future__ import annotations
 
 import pytest
@@ -50,6 +50,33 @@ def test_no_site_outside_training():
     source = ("for epoch in range(10):\n    evaluate(online)\n"
               "    if epoch % 2 == 0:\n        target.load_state_dict(online.state_dict())\n")
     assert site_ids(source) == []
+
+
+# -- sync-reversed ----------------------------------------------------------------------------------------------
+
+def reversed_ids(source: str) -> list[str]:
+    return [s.id for s in sites(lookup("sync-reversed"), Context.of(source))]
+
+
+def test_the_sync_swaps_the_module_loaded_and_the_module_read():
+    source = LOOP.format(sync=SYNC)
+    assert reversed_ids(source) == ["sync-reversed:<module>:target"]
+    assert inject(lookup("sync-reversed"), source, 0).source == \
+        LOOP.format(sync="    if step % 100 == 0:\n        online.load_state_dict(target.state_dict())")
+
+
+@pytest.mark.parametrize("source", [
+    # the best weights restored once training is over: not a sync
+    LOOP.format(sync="") + "online.load_state_dict(best.state_dict())\n",
+    # a checkpoint loaded inside the loop: a state read from a file, not another module's
+    LOOP.format(sync="    if step % 100 == 0:\n        online.load_state_dict(torch.load('best.pt'))"),
+    # a module loading its own state
+    LOOP.format(sync="    if step % 100 == 0:\n        online.load_state_dict(online.state_dict())"),
+    # an evaluation loop that syncs: no training in it
+    "for epoch in range(10):\n    evaluate(online)\n    target.load_state_dict(online.state_dict())\n",
+])
+def test_no_site_where_no_module_is_synced_from_another_during_training(source):
+    assert reversed_ids(source) == []
 
 
 # -- target-grad ------------------------------------------------------------------------------------------------

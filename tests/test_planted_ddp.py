@@ -20,6 +20,9 @@ CASES = [(bug, seed) for bug in BUGS.values() if sites(bug, Context.of(SCRIPT.re
 # Not silent under DDP: a part cut from the loss's graph leaves parameters without gradient, and DDP (without
 # find_unused_parameters) raises at the next forward. The error is what the learner sees.
 RAISES = {"detach": "RuntimeError: Expected to have finished reduction in the prior iteration"}
+# Harmless here: each rank's validation shard is one batch (128 of the 256 samples at eval_batch_size 128), so the
+# count overwritten at each batch is the whole count, and the printed accuracy is right: nothing may fail.
+INERT = {"metric-overwrite"}
 
 
 @pytest.fixture(scope="module")
@@ -47,5 +50,8 @@ def test_planted_bug_trips_its_probes_on_two_ranks(bug, seed, reports):
         return
     details = "\n".join(f"{f.probe}: {f.status} {f.message}" for f in report.findings)
     failed = failed_probes(report)
+    if bug.id in INERT:
+        assert report.verdict == "pass" and not failed, details
+        return
     assert report.verdict == verdict_for(report) and failed, f"{report.problem}\n{report.detail}\n{details}"
     assert set(bug.probes) <= failed <= {*bug.probes, *course_of(failed)}, details

@@ -16,15 +16,24 @@ with the same elements of each trained module of that shape:
 * fail: the copy ran in at least 90 % of the stretches since its first call, over at least 20 updates, and held
   exactly the trained module's current weights in at least 90 % of them: it never lags;
 * pass: the copy ran that often and lagged (its weights differed) in more than 10 % of them;
+* fail, first: the trained module was loaded with a copy's weights (``load_state_dict``; the weights it held
+  after the load equal, in the sample, a copy's of its shapes that ran) at least 3 times, each load after updates
+  putting back exactly the weights the previous one did: the copy never moved in the whole run, and every update in
+  between was thrown away (a sync written backwards: ``online.load_state_dict(target.state_dict())``), whether or
+  not the copy runs at every update. A copy that moves at some point (a federated round's global model, loaded into
+  one local model per client, the same weights within a round) is not judged so;
 * not applicable: no such copy ran, or it ran in fewer stretches than that (an evaluation copy, a policy that
   acts between rounds of updates, like PPO's old policy: its premise is not a per-update target). A stretch in which
   the trained weights did not move since the last comparison is not counted: a copy cannot lag behind weights that
   stand still (steps that find the gradients reset apply nothing; weights-update says so).
 
 Measured: the ``rl`` reference syncs its target network every 50 updates: it holds the trained weights at 16 of
-its 769 updates; synced at every update, or aliased, at all of them. Why a correct script cannot fail: a copy that
+its 769 updates; synced at every update, or aliased, at all of them; with the sync written backwards, the online
+network is reset to the unchanged target 15 times and 700 of its updates are discarded. Why a correct script cannot fail: a copy that
 lags holds other values, and a copy that does not run at every update is not judged; a frozen copy (a reference
-model, a fixed random target) lags ever more. Limits: a copy called inside another module's forward (BYOL's and MoCo's
+model, a fixed random target) lags ever more. Loading the trained network from a copy that moves (Lookahead's slow
+weights, an EMA swapped in) puts back other weights each time; a reset to weights kept as a dict (a fold of a
+cross-validation, a lottery ticket's rewind), or one restore at the end of the run, is not a reset to a copy. Limits: a copy called inside another module's forward (BYOL's and MoCo's
 momentum encoders), or through ``torch.func.functional_call``, is not seen; nor is a copy of a network whose
 parameters an optimizer trained earlier in the run (a teacher trained first); a copy of part of a network is seen
 only when it is a module of that part's parameters called at top level; a Polyak average with a rate near 1 lags
@@ -43,6 +52,7 @@ ID = "target-lag"
 TITLE = "a per-update copy of the trained network lags behind it"
 SYMPTOM_ID, SYMPTOM = "copy-weights", "what a second copy of the trained network holds when it runs"
 NEVER_LAGS = 0.9  # a per-update copy fails when it holds the trained weights in this share of its updates
+MIN_RESETS = 2  # loads of the trained network that put back its copy's unchanged weights, discarding the updates
 USES = (OWNER,)
 
 
@@ -63,6 +73,18 @@ class Observer:
 
 
 def judge(obs: Observation, facts: RunFacts) -> Finding:
+    reset = [c for c in obs.copies if c.resets >= MIN_RESETS and not c.moved]
+    if reset:
+        c = max(reset, key=lambda c: c.discarded)
+        loads = c.resets + 1
+        return Finding(ID, TITLE, FAIL, f"{c.discarded} updates discarded", "0",
+                       f"the trained network was loaded with the weights of its copy ({c.name}, {c.shapes}) "
+                       f"{loads} times, and each load put back exactly the weights the one before had: the copy "
+                       f"never moved, and the {c.discarded} updates made between the loads were thrown away. A "
+                       "target network or an averaged copy follows the trained network (target.load_state_dict("
+                       "online.state_dict())); the trained network is not reset to it",
+                       observed=f"the trained network was reset {loads} times to the same weights, those of a copy "
+                                f"of it that never moved, discarding the {c.discarded} updates made in between")
     judged = [c for c in obs.copies if per_update(c)]
     if not judged:
         if obs.copies:

@@ -55,6 +55,10 @@ CONFLICTS |= {frozenset({"zero-grad", "accum-scale"}), frozenset({"clip-order", 
 CONFLICTS |= {frozenset({"no-step", other}) for other in ("ddp-module", "ddp-rank-seed")}
 CONFLICTS |= {frozenset({"ddp-no-sampler", other}) for other in ("ddp-rank-seed", "ddp-set-epoch")}
 CONFLICTS |= {frozenset({"ddp-metric", "metric-count"}), frozenset({"ddp-set-epoch", "no-shuffle"})}
+# One probe (reported-metric) sees a count overwritten at each batch and the other ways a printed accuracy goes wrong;
+# plain shuffling in place of the length-grouped sampler leaves no sampler of the script's own to seed.
+CONFLICTS |= {frozenset({"metric-overwrite", other}) for other in ("metric-count", "ddp-metric", "shape-broadcast")}
+CONFLICTS |= {frozenset({"sampler-epoch", "no-grouping"})}
 # A model that cannot learn (shifted labels, broadcast targets) sits at chance, where a rate too high has no fall to
 # undo and no climb to show; a detached (or frozen) body leaves a linear head, which tolerates the rate; without a step there
 # is no rate at all. Shifted labels no longer match the copy of the label a leak wrote into the inputs.
@@ -63,6 +67,10 @@ CONFLICTS |= {frozenset({"lr-high", other}) for other in ("label-shift", "shape-
 # Inner steps written into the parameters leave no fast weights whose steps the meta-gradient could be checked on.
 CONFLICTS |= {frozenset({"first-order", "inner-inplace"})}
 CONFLICTS |= {frozenset({"label-leak", "label-shift"})}
+# An evaluation of the training loader leaves no held-out data for a split's overlap to show in (val-leak sees both),
+# reads training inputs whose jitter hides a label written into them, and scores the training shard, not the
+# validation shard, whose count the reported metric is checked against.
+CONFLICTS |= {frozenset({"val-on-train", other}) for other in ("val-leak", "label-leak", "ddp-metric")}
 # A target network can only be seen to lag behind weights that move and stay finite: without a step there is no
 # update to lag by, and weights a rate too high turned to NaN equal nothing.
 CONFLICTS |= {frozenset({"target-sync", other}) for other in ("no-step", "lr-high", "detach-alias")}
@@ -75,6 +83,10 @@ CONFLICTS |= {frozenset({"target-grad", "no-step"})}
 CONFLICTS |= {frozenset({"zero-order", other}) for pair in list(CONFLICTS) if "no-step" in pair
               for other in pair - {"no-step"}}
 CONFLICTS |= {frozenset({"zero-order", other}) for other in ("no-step", "zero-grad")}
+# A sync written backwards is seen when it throws away updates (steps that apply nothing still count): none without
+# a step, none recognisable once a rate too high turned the weights to NaN; it rewrites the very line target-sync
+# unguards, and with a shallow copy the two modules are one (target-lag sees all three).
+CONFLICTS |= {frozenset({"sync-reversed", other}) for other in ("no-step", "lr-high", "target-sync", "detach-alias")}
 
 
 class TaskError(ValueError):

@@ -10,6 +10,12 @@ one network). In each stretch, the first call of a copy compares a fixed sample 
 parameters with the same elements of each trained module of its shapes. A stretch in which no trained module of its
 shapes moved since the last comparison is not counted: a copy cannot lag behind weights that stand still (updates
 that change nothing, the gradients reset before the step).
+
+A trained module loaded (``load_state_dict``) with the weights a copy of its shapes holds is *reset to its copy*.
+When such a load puts back exactly the weights the previous one did, after updates, those updates were thrown away,
+unless the copy moves at some point of the run (a federated round's global model, loaded into one local model per
+client and averaged from them once a round): a copy that never moves, to which the trained network keeps returning,
+is a sync written backwards (``online.load_state_dict(target.state_dict())``).
 """
 from __future__ import annotations
 
@@ -33,6 +39,9 @@ class Copy:
     stretches: int = 0  # stretches between those updates it ran in
     equal: int = 0  # ... holding exactly a trained module's weights
     shared: bool = False  # its weights are the trained weights' own storage (a detached view, a shallow copy)
+    resets: int = 0  # loads of a trained module with its weights that put back what the previous such load did
+    discarded: int = 0  # the updates made between those loads: thrown away by them
+    moved: bool = False  # some load from a copy put back other weights than the one before: the copy moves
 
 
 def per_update(copy: Copy) -> bool:
@@ -58,8 +67,12 @@ class Copies:
         self.records: dict[tuple, Copy] = {}  # shapes -> the record of the copies of those shapes
         self.last: dict[tuple, int] = {}  # shapes -> the update count at the last comparison
         self.seen: dict[int, list] = {}  # trained module serial -> the sample of its weights at the last comparison
+        self.copy_modules: dict[tuple, list[int]] = {}  # shapes -> serials of the copies compared so far
+        self.reset_to: dict[int, tuple] = {}  # id of a trained module's first parameter -> (the sample its last load
+        # from a copy put back, the update count then)
         session.on(Event.FORWARD, OWNER, self.on_forward)
         session.on(Event.UPDATE_POST, OWNER, self.on_update)
+        session.on(Event.LOAD_STATE, OWNER, self.on_load)
 
     def on_update(self, update) -> None:
         counted = set().union(*(self.firsts[key] for key in map(id, update.params) if key in self.firsts))
@@ -87,6 +100,8 @@ class Copies:
         record = self.records.get(shapes)
         if record is None:
             record = self.records[shapes] = Copy(forward.name, describe(shapes), updates)
+        if forward.module not in self.copy_modules.setdefault(shapes, []):
+            self.copy_modules[shapes].append(forward.module)
         moving = []  # the trained modules of these shapes whose weights moved since the last comparison
         for serial in self.trained_modules[shapes]:
             if serial == forward.module or serial in self.shallow:
@@ -107,6 +122,29 @@ class Copies:
             if equal(params, trained):
                 record.equal += 1
                 break
+
+    def on_load(self, module, state_dict, result) -> None:
+        """A trained module loaded with a copy's weights: a reset when it puts back what the last one did."""
+        params = list(module.parameters())
+        if not params or not all(p in self.trained for p in params):
+            return
+        shapes = tuple(tuple(p.shape) for p in params)
+        record = self.records.get(shapes)
+        if record is None:
+            return
+        now = snapshot(params)
+        for serial in self.copy_modules.get(shapes, ()):
+            copy = [r() for r in self.modules[serial][0]]
+            if any(p is None for p in copy) or not alike(now, snapshot(copy)):
+                continue
+            updates, before = self.updates.get(shapes, 0), self.reset_to.get(id(params[0]))
+            if before is not None and not alike(now, before[0]):
+                record.moved = True
+            elif before is not None and updates > before[1]:
+                record.resets += 1
+                record.discarded += updates - before[1]
+            self.reset_to[id(params[0])] = (now, updates)
+            return
 
     def _learn(self, forward) -> tuple | None:
         module = forward.ref()
