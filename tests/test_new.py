@@ -365,3 +365,53 @@ def test_figures_that_vary_between_two_clean_runs_of_your_script_are_not_called_
     assert 'Its printed "reward"' not in said and 'two runs of the script print different figures ("reward"' in said
     observed = read_metadata(tmp_path / "k" / "01.py").observed
     assert observed["shows"] == ["printed"] and "again" in observed["figures"]
+
+
+FROM_SCRIPT = """\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+x = torch.randn(600, 8)
+y = (x[:, 0] + x[:, 1] > 0).long()
+train_loader = DataLoader(TensorDataset(x[:400], y[:400]), batch_size=32, shuffle=True,
+                          generator=torch.Generator().manual_seed(0))
+val_loader = DataLoader(TensorDataset(x[400:], y[400:]), batch_size=100)
+model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 2))
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+
+
+def train_one_epoch(loader):
+    model.train()
+    for xb, yb in loader:
+        loss = F.cross_entropy(model(xb), yb)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+@torch.no_grad()
+def evaluate(loader):
+    model.eval()
+    correct = sum((model(xb).argmax(1) == yb).sum().item() for xb, yb in loader)
+    return correct / len(loader.dataset)
+
+
+for epoch in range(3):
+    train_one_epoch(train_loader)
+    print(f"epoch {epoch}  val acc {evaluate(val_loader):.3f}")
+"""
+
+
+def test_from_accepts_a_bug_whose_symptom_is_advice(tmp_path):
+    """The training data as the only evaluation is advice, and that advice is val-on-train's symptom: the plant is
+    verified, as a kata of a reference's is."""
+    script = tmp_path / "train.py"
+    script.write_text(FROM_SCRIPT)
+    result = kata("new", "--from", str(script), "--bug", "val-on-train", "--seed", "0", "--dir", str(tmp_path / "k"))
+    assert result.exit_code == 0, result.output
+    *_, trains, prints = (tmp_path / "k" / "01.py").read_text().splitlines()  # disguised: names differ
+    data = trains.strip().split("(")[1].rstrip(")")
+    assert f"({data})" in prints and script.read_text() == FROM_SCRIPT

@@ -86,3 +86,44 @@ def test_a_function_that_backpropagates_is_not_an_evaluation():
                           "        F.cross_entropy(model(x), y).backward()\n        optimizer.step()\n\n\n"
                           "train_one_epoch(model, pretrain_loader, opt)\nfinetune(model, task_loader, opt)\n")
     assert site_ids(source) == []
+
+
+TRAIN_LOOP = """\
+import torch
+import torch.nn.functional as F
+
+for epoch in range(3):
+    for x, y in train_loader:
+        loss = F.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_an_evaluation_loop_beside_a_training_loop_reads_the_training_data():
+    evaluation = "    with torch.no_grad():\n        for x, y in {}:\n            print(model(x).argmax(1).eq(y).sum())\n"
+    source = TRAIN_LOOP + evaluation.format("val_loader")
+    assert site_ids(source) == ["val-on-train:<module>:val_loader"]
+    assert inject(lookup("val-on-train"), source, 0).source == TRAIN_LOOP + evaluation.format("train_loader")
+
+
+@pytest.mark.parametrize("evaluation", [
+    # one loop per phase over a dict of loaders: no name of its own to swap
+    "    for phase in ('train', 'val'):\n        with torch.no_grad():\n"
+    "            for x, y in loaders[phase]:\n                print(model(x).sum())\n",
+    # a training accuracy: the evaluation loop already reads the training data
+    "    with torch.no_grad():\n        for x, y in train_loader:\n            print(model(x).sum())\n",
+    # a loop over something else than data: a sweep of thresholds, no model run
+    "    for threshold in thresholds:\n        print(threshold)\n",
+])
+def test_no_loop_site_without_an_evaluation_loop_over_a_name_of_its_own(evaluation):
+    assert site_ids(TRAIN_LOOP + evaluation) == []
+
+
+def test_no_loop_site_across_scopes_a_name_cannot_cross():
+    """The evaluation reads a local of its function; the training a global: the global is not the data the
+    evaluation's function was given."""
+    source = TRAIN_LOOP + ("\n\ndef report(model, loader):\n    with torch.no_grad():\n"
+                           "        for x, y in loader:\n            print(model(x).sum())\n")
+    assert site_ids(source) == []

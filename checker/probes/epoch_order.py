@@ -76,6 +76,7 @@ from checker.findings import ADVICE, CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Fi
 ID = "epoch-order"
 TITLE = "a new order every epoch"
 SYMPTOM_ID, SYMPTOM = "batch-order", "the order of training batches across epochs"
+ADVICE_SHOWS = True  # its advice (one fixed order, representative batches) is no-shuffle's and sampler-epoch's symptom
 MIN_INDICES = 10  # compared indices for a repeat to mean a fixed order: 1/10! < 3e-7 by chance
 SAMPLED = 256  # values of a tensor that go into a batch's digest
 KEPT_DIGESTS = 8  # per-batch digests kept in full (to compare a pass that stopped early)

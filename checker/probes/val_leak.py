@@ -56,6 +56,7 @@ from checker.findings import ADVICE, CANNOT_TELL, FAIL, NOT_APPLICABLE, PASS, Fi
 ID = "val-leak"
 TITLE = "evaluation items are not training items"
 SYMPTOM_ID, SYMPTOM = "shared-items", "evaluation items that are also training items"
+ADVICE_SHOWS = True  # its advice (the training data as the only evaluation) is the val-on-train bug's symptom
 MIN_SHARED = 16  # identical items, beyond the baseline, for a leak
 MIN_EXCESS = 0.10  # of the evaluation set, beyond the baseline
 SIGMAS = 4.0  # beyond the baseline by more than chance allows

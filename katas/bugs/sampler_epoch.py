@@ -1,6 +1,7 @@
 """sampler-epoch: a sampler's shuffle is seeded without the epoch that ``set_epoch`` gives it.
 
-Sites: in a class with a ``set_epoch`` method that stores its argument on ``self`` (``self.epoch = epoch``), a
+Sites: in a class with a ``set_epoch`` method that stores its argument on ``self`` (``self.epoch = epoch``), or
+derived from ``DistributedSampler`` (whose ``set_epoch`` stores ``self.epoch``), a
 ``manual_seed(...)`` call of another method whose seed adds that attribute to something (``self.seed + self.epoch``,
 ``self.seed + 1000 * self.epoch``). The edit drops the term holding the epoch: every epoch is shuffled with the same
 seed, so it draws the same batches in the same order, and ``set_epoch`` changes nothing.
@@ -16,9 +17,13 @@ from katas.engine.operator import Example, Operator, Site, rewrite
 from katas.engine.tree import find, method
 
 
-def epoch_attributes(cls: cst.ClassDef) -> set[str]:
-    """The attributes of ``self`` that the class's ``set_epoch(self, epoch)`` sets from its argument."""
-    found = set()
+DISTRIBUTED_SAMPLER = "torch.utils.data.distributed.DistributedSampler"
+
+
+def epoch_attributes(ctx: Context, cls: cst.ClassDef) -> set[str]:
+    """The attributes of ``self`` that the class's ``set_epoch(self, epoch)`` sets from its argument; ``epoch`` for
+    a subclass of DistributedSampler, which inherits its ``set_epoch``."""
+    found = {"epoch"} if DISTRIBUTED_SAMPLER in ctx.class_bases.get(cls.name.value, set()) else set()
     for function in find(cls.body, cst.FunctionDef):
         params = function.params.params
         if function.name.value != "set_epoch" or len(params) < 2:
@@ -47,7 +52,7 @@ class SeedWithoutEpoch(Operator):
         """(the seed's sum, the operand that stays) of each site."""
         found = []
         for cls in ctx.all(cst.ClassDef):
-            attributes = epoch_attributes(cls)
+            attributes = epoch_attributes(ctx, cls)
             if not attributes:
                 continue
             for call in find(cls.body, cst.Call):

@@ -1,10 +1,17 @@
-"""val-on-train: the evaluation is handed the training loader instead of the validation loader.
+"""val-on-train: the evaluation is handed the training data instead of the validation data.
 
-Sites: in one function (or at module level), a call of a training function of the file (one that runs
-``backward()``) and a call of an evaluation function of the file (one that runs a model and no backward pass), each
-given a plain name that the function iterates over (``for x, y in loader``, ``enumerate(loader)``): the training
-call's name is the training data, the evaluation call's the validation data, two different names. The edit hands
-the evaluation call the training call's name: every figure the evaluation reports is measured on the training data.
+Two kinds of site, each pairing the data a training step reads with the data an evaluation reads, two different
+plain names; the edit gives the evaluation the training name: every figure it reports is measured on the training
+data.
+
+* Calls: in one function (or at module level), a call of a training function of the file (one that runs
+  ``backward()``) and a call of an evaluation function of the file (one that runs a model and no backward pass),
+  each given a name that the function loops over (``for x, y in loader``, ``enumerate(loader)``, ``tqdm(loader)``).
+  The evaluation call's argument becomes the training call's.
+* Loops: a loop of an evaluation over a name (``for x, y in test_loader``, in a block that runs a model and no
+  backward pass) and a training loop over another name (its body reaches ``backward()``), both in one function, or
+  both over module-level names (a ``train()`` and a ``test()`` reading the script's global loaders). The
+  evaluation loop's name becomes the training loop's.
 """
 from __future__ import annotations
 
@@ -17,18 +24,32 @@ from katas.engine.operator import Example, Operator, Site, rewrite
 from katas.engine.patterns import innermost_training_loops
 from katas.engine.tree import find, method
 
+WRAPPERS = {"enumerate", "tqdm", "iter"}  # calls that iterate the data they are given first
+
+
+def looped_name(loop: cst.For | cst.CompFor) -> cst.Name | None:
+    """The name a loop iterates: ``for b in data``, ``for i, b in enumerate(data)``, ``tqdm(data)``."""
+    source = loop.iter
+    if isinstance(source, cst.Call) and isinstance(source.func, (cst.Name, cst.Attribute)) and source.args \
+            and source.args[0].keyword is None and not source.args[0].star:
+        name = source.func.value if isinstance(source.func, cst.Name) else source.func.attr.value
+        source = source.args[0].value if name in WRAPPERS else None
+    return source if isinstance(source, cst.Name) else None
+
 
 def iterated(function: cst.FunctionDef) -> set[str]:
-    """The parameters ``function`` loops over: ``for b in p``, or ``for b in enumerate(p)`` (``tqdm(p)``, ...), in a
-    statement or a comprehension."""
+    """The parameters ``function`` loops over, in a statement or a comprehension."""
     params = {p.name.value for p in function.params.params}
-    found = set()
-    for loop in find(function.body, cst.For, cst.CompFor):
-        source = loop.iter
-        if isinstance(source, cst.Call) and source.args and source.args[0].keyword is None:
-            source = source.args[0].value
-        if isinstance(source, cst.Name) and source.value in params:
-            found.add(source.value)
+    return {name.value for loop in find(function.body, cst.For, cst.CompFor)
+            if (name := looped_name(loop)) is not None and name.value in params}
+
+
+def local_names(function: cst.FunctionDef) -> set[str]:
+    """The names ``function`` binds: its parameters, and the targets of its assignments and loops."""
+    found = {p.name.value for p in function.params.params}
+    for node in find(function.body, cst.AssignTarget, cst.For, cst.AnnAssign):
+        target = node.target
+        found |= {n.value for n in find(target, cst.Name)} if not isinstance(target, cst.Attribute) else set()
     return found
 
 
@@ -63,20 +84,21 @@ def data_names(ctx: Context, call: cst.Call, kind) -> list[cst.Arg]:
 
 
 class EvaluateOnTrainingData(Operator):
-    """Give an evaluation call the name its scope hands the training function as its data."""
+    """Give an evaluation the name its training reads as data."""
 
-    no_site = ("no scope calls both a training function and an evaluation function of the file, each with data it "
-               "loops over")
+    no_site = ("no evaluation of the file reads other data than its training does (a call of an evaluation function, "
+               "or a loop, beside the training's)")
 
-    def pairs(self, ctx: Context) -> list[tuple[cst.Arg, cst.Arg]]:
-        """(the training call's data argument, the evaluation call's), per scope."""
+    def pairs(self, ctx: Context) -> list[tuple[cst.CSTNode, cst.CSTNode]]:
+        """(the training's data node, the evaluation's): call arguments, then loop names."""
         inner = set(innermost_training_loops(ctx, through_calls=False))
 
-        def trains(function: cst.FunctionDef) -> bool:
-            return any(method(c) == "backward" for c in ctx.calls(function))
+        def trains(node: cst.CSTNode) -> bool:
+            return any(method(c) == "backward" for c in ctx.calls(node))
 
-        def evaluation(function: cst.FunctionDef) -> bool:
-            return not trains(function) and evaluates(ctx, function.body, inner)
+        def evaluation(node: cst.CSTNode) -> bool:
+            body = node.body if isinstance(node, cst.FunctionDef) else node
+            return not trains(node) and evaluates(ctx, body, inner)
 
         by_scope: dict[cst.CSTNode, tuple[list, list]] = {}
         for call in ctx.all(cst.Call):
@@ -87,16 +109,38 @@ class EvaluateOnTrainingData(Operator):
         found = []
         for trained, evaluated in by_scope.values():
             if trained:
-                found += [(trained[0], arg) for arg in evaluated
+                found += [(trained[0].value, arg.value) for arg in evaluated
                           if arg.value.value not in {t.value.value for t in trained}]
+        return found + self.loop_pairs(ctx, trains, evaluation)
+
+    def loop_pairs(self, ctx: Context, trains, evaluation) -> list[tuple[cst.Name, cst.Name]]:
+        training, evaluating = [], []
+        for loop in ctx.all(cst.For):
+            name = looped_name(loop)
+            if name is not None:
+                (training if trains(loop) else evaluating if evaluation(loop) else []).append((loop, name))
+
+        def scope(loop: cst.For, name: cst.Name) -> cst.CSTNode | None:
+            """The function whose name it reads, or the module for a global name (None: neither is known)."""
+            function = ctx.enclosing(loop, cst.FunctionDef)
+            if function is None or name.value in local_names(function):
+                return function or ctx.module
+            return ctx.module if all(f.name.value != name.value for f in ctx.all(cst.FunctionDef)) else None
+
+        found = []
+        for loop, name in evaluating:
+            where = scope(loop, name)
+            match = next((t for l, t in training if t.value != name.value and scope(l, t) is where is not None), None)
+            if match is not None:
+                found.append((match, name))
         return found
 
     def sites(self, ctx: Context) -> list[Site]:
-        return [Site(f"val-on-train:{ctx.where(arg)}:{arg.value.value}", arg) for _, arg in self.pairs(ctx)]
+        return [Site(f"val-on-train:{ctx.where(node)}:{node.value}", node) for _, node in self.pairs(ctx)]
 
     def mutate(self, ctx: Context, site: Site):
-        train = next(train for train, arg in self.pairs(ctx) if arg is site.node)
-        return rewrite(ctx.module, {site.node: lambda arg: arg.with_changes(value=train.value.deep_clone())})
+        train = next(train for train, node in self.pairs(ctx) if node is site.node)
+        return rewrite(ctx.module, {site.node: lambda node: train.deep_clone()})
 
     def examples(self) -> list[Example]:
         return [Example(
