@@ -41,6 +41,7 @@ class RunFacts:
     world: int = 1  # the process group's size
     stopped: dict | None = None  # {"pass", "epoch", "batches", "of"}: training's last pass, left before its end
     prefix: int | None = None  # a prefix run (--steps, --epochs) stopped after this many updates: what is judged
+    profile: dict | None = None  # a profiled run (--profile): seconds per phase up to the last update (checker.clock)
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -165,12 +165,15 @@ def observe(run: Callable[[], dict], device: str, channel_dir: str, key: str,
     then: an ``os._exit`` in the middle of training is reported as such, never as a run without a record. With
     ``spawns`` (:func:`checker.spawned.observe_spawned`), the processes the script starts are observed as ranks:
     it is called with the device, the channel, the key and the session's patches once the observers are in."""
+    from checker.clock import PhaseClock, device_clock
     from checker.instrument import Instrumentation
     from checker.plan import current
     from checker.probes import PROBES
     from checker.session import Session
 
     session = Session(channel_dir, heartbeat=os.path.join(channel_dir, HEARTBEAT), plan=current())
+    if session.plan.profile:
+        session.clock = PhaseClock(now=device_clock())
     observers = {}
     for probe in PROBES:
         try:

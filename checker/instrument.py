@@ -30,6 +30,7 @@ from torch.utils.data import DataLoader
 from torch.utils.data.dataloader import _DatasetKind
 
 from checker import workers
+from checker.clock import BACKWARD, CHECKER, DATA, OPTIMIZER
 from checker.distributed import COLLECTIVE, launched
 from checker.events import Event, LossCall, Order, Pass
 from checker.mirror import SAVE_EVENT
@@ -69,10 +70,10 @@ class Instrumentation:
         self._hook(module_hooks, "_global_forward_hooks", module_hooks.register_module_forward_hook(
             s.module_post, always_call=True))
         self._hook(optimizer_hooks, "_global_optimizer_pre_hooks",
-                   optimizer_hooks.register_optimizer_step_pre_hook(s.step_pre))
+                   optimizer_hooks.register_optimizer_step_pre_hook(self._step_pre))
         self._hook(optimizer_hooks, "_global_optimizer_post_hooks",
                    optimizer_hooks.register_optimizer_step_post_hook(self._step_post))
-        self._wrap_before(torch.autograd, "backward", self._before_backward)
+        self._wrap_backward()
         self._wrap_add_param_group()
         self._wrap_dataloader()
         self._wrap_clip()
@@ -125,12 +126,32 @@ class Instrumentation:
         self.session.rank, self.session.world = dist.get_rank(), dist.get_world_size()
         self._groups.append(dist.distributed_c10d._get_default_group())
 
+    def _step_pre(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> Any:
+        clock = self.session.clock
+        if clock is None:
+            return self.session.step_pre(optimizer, args, kwargs)
+        clock.enter(OPTIMIZER)
+        clock.enter(CHECKER)
+        try:
+            return self.session.step_pre(optimizer, args, kwargs)
+        finally:
+            clock.leave(CHECKER)
+
     def _step_post(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         # A script that took ``init_process_group`` by name before the checker was installed (a spawned rank imports
         # its module to find its target) joins unseen: its group is noticed at its first update instead.
         if self.session.rank is None and torch.distributed.is_available() and torch.distributed.is_initialized():
             self._joined()
-        self.session.step_post(optimizer)
+        clock = self.session.clock
+        if clock is None:
+            self.session.step_post(optimizer)
+            return
+        clock.leave(OPTIMIZER)
+        clock.enter(CHECKER)
+        try:
+            self.session.step_post(optimizer)
+        finally:
+            clock.leave(CHECKER)
 
     # -- plumbing -----------------------------------------------------------
     def _patch(self, owner: Any, name: str, replacement: Any) -> None:
@@ -139,18 +160,30 @@ class Instrumentation:
     def _hook(self, owner: Any, registry: str, handle: Any) -> None:
         self.patches.hook(owner, registry, handle)
 
-    def _wrap_before(self, owner: Any, name: str, before: Callable) -> None:
-        original = getattr(owner, name)
+    def _wrap_backward(self) -> None:
+        """``torch.autograd.backward`` (what ``loss.backward()`` calls): the ledger sees each backward pass begin; a
+        profiled run's clock sees it begin and end."""
+        original, session = torch.autograd.backward, self.session
 
         @functools.wraps(original)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            before(*args, **kwargs)
-            return original(*args, **kwargs)
+        def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+            loss = tensors[0] if isinstance(tensors, (tuple, list)) else tensors
+            clock = session.clock
+            if clock is None:
+                session.before_backward(loss)
+                return original(tensors, *args, **kwargs)
+            clock.enter(BACKWARD)
+            clock.enter(CHECKER)
+            try:
+                session.before_backward(loss)
+            finally:
+                clock.leave(CHECKER)
+            try:
+                return original(tensors, *args, **kwargs)
+            finally:
+                clock.leave(BACKWARD)
 
-        self._patch(owner, name, wrapper)
-
-    def _before_backward(self, tensors: Any, *args: Any, **kwargs: Any) -> None:
-        self.session.before_backward(tensors[0] if isinstance(tensors, (tuple, list)) else tensors)
+        self._patch(torch.autograd, "backward", backward)
 
     # -- optimizers, loaders, clipping ---------------------------------------
     def _wrap_add_param_group(self) -> None:
@@ -181,8 +214,15 @@ class Instrumentation:
             observed.workers = loader.num_workers if fresh else 0
             session.passes.append(observed)
             instrumentation._latest[id(loader)] = observed
-            with workers.observed(loader, session.channel_dir, key, observed.index):
-                iterator = original(loader)
+            clock = session.clock
+            if clock is not None:  # starting workers is part of the wait for data
+                clock.enter((DATA, key))
+            try:
+                with workers.observed(loader, session.channel_dir, key, observed.index):
+                    iterator = original(loader)
+            finally:
+                if clock is not None:
+                    clock.leave((DATA, key))
             return ObservedIterator(iterator, session, observed, loader, began)
 
         self._patch(DataLoader, "__iter__", __iter__)
@@ -557,14 +597,21 @@ class ObservedIterator:
     def __next__(self) -> Any:
         self._session.stop_if_due("batch", self._pass)
         self._rng_probe.before_fetch()
+        clock = self._session.clock
+        if clock is not None:
+            clock.enter((DATA, self._pass.loader))
         asked = time.perf_counter()
         try:
             batch = next(self._inner)
         except StopIteration:
             self._pass.span_s = time.perf_counter() - self._began
+            if clock is not None:
+                clock.leave((DATA, self._pass.loader))
             self._session.end_pass(self._pass)
             raise
         got = time.perf_counter()
+        if clock is not None:
+            clock.leave((DATA, self._pass.loader))
         self._pass.fetched += 1
         if self._pass.start_s:  # the time the iterator took to hand out a later batch
             self._pass.wait_s += got - asked

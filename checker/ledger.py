@@ -230,6 +230,8 @@ class UpdateLedger(Timeline):
         self._unsettled = pending[0] if pending else len(self.forwards)
 
     def _count_update(self, updater: int | None) -> None:
+        if self.clock is not None:
+            self.clock.update_end()
         self._last_update_pass = self.current.index if self.current is not None else None
         if self.current is not None:
             self._train_loaders.add(self.current.loader)

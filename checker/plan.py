@@ -27,6 +27,7 @@ class Plan:
     steps: int | None = None  # stop once this many updates were made, where the next training step would begin
     epochs: int | None = None  # stop where a training DataLoader would begin its pass after this many
     imports: str = ""  # a folder on ``sys.path`` after the script's own: that of the script a kata was made from
+    profile: bool = False  # time each phase of the run (``--profile``; see checker.clock)
 
     @property
     def prefix(self) -> bool:
@@ -39,7 +40,7 @@ class Plan:
                         if value is not None)
 
     def environment(self) -> dict[str, str]:
-        doc = {key: value for key, value in asdict(self).items() if value not in ((), "", None)}
+        doc = {key: value for key, value in asdict(self).items() if value not in ((), "", None) and value is not False}
         return {VARIABLE: json.dumps(doc)} if doc else {}
 
 

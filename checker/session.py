@@ -49,4 +49,5 @@ class Session(UpdateLedger):
             rank=self.rank,
             world=self.world,
             stopped=self.stopped_in_pass(),
+            profile=self.clock.summary(self.training_loaders()) if self.clock is not None else None,
         )

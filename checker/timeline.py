@@ -25,6 +25,7 @@ from torch import nn
 
 from checker import tensors
 from checker.bus import EventBus, safe
+from checker.clock import EVALUATION, FORWARD
 from checker.events import Event, Forward, LossCall, Pass
 from checker.plan import Plan, PrefixReached
 from checker.tensors import find_labels, observable, tensors_in
@@ -174,6 +175,8 @@ class Timeline(EventBus):
             return  # runs for every module call
         if self._depth == 0 and not isinstance(module, nn.modules.loss._Loss):
             self.stop_if_due("forward")
+            if self.clock is not None:
+                self.clock.enter(FORWARD if torch.is_grad_enabled() else EVALUATION)
             self._start_forward(module, args)
         self._depth += 1
         self.running(module)
@@ -189,6 +192,8 @@ class Timeline(EventBus):
         if self._depth == 0 and forward is not None:
             self.forward = None
             self._end_forward(forward, output)
+            if self.clock is not None:
+                self.clock.leave(FORWARD if forward.grad else EVALUATION)
 
     def _start_forward(self, module: nn.Module, args: Any) -> None:
         inputs = tensors_in(args)

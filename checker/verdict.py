@@ -19,7 +19,7 @@ from checker.plan import Plan
 from checker.probes import BY_ID, PROBES
 from checker.runner import Limits, RankRun, Run
 
-SCHEMA = "torch-katas/check/7"  # its fields: docs/json.md; bumped whenever they change
+SCHEMA = "torch-katas/check/8"  # its fields: docs/json.md; bumped whenever they change
 STANDS_CUT_SHORT = ("divergence", "non-finite")  # probes judged on a run that raised (see before_stop)
 DIAGNOSIS, SYMPTOMS = "diagnosis", "symptoms"
 
@@ -45,6 +45,7 @@ class Report:
     kata: BugStatus | None = None  # judged against an Expectation (a kata's bug, a task's bugs): their status
     before_stop: list[Finding] = field(default_factory=list)  # a script that raised: the symptoms of what ran before
     # (a divergence that ended in the script's own OverflowError), never a verdict
+    profile: dict | None = None  # a profiled run (--profile): seconds per phase up to its last update (rank 0's)
 
     def __post_init__(self) -> None:
         self.verdict = Verdict(self.verdict)
@@ -110,6 +111,7 @@ class Report:
             "notes": self.notes,
             "stopped": self.stopped,
             **({"prefix": self.prefix} if self.prefix is not None else {}),
+            **({"profile": self.profile} if self.profile is not None else {}),
             "disclosure": self.disclosure,
             "probes": [finding_json(f, self.disclosure) for f in self.findings],
             "before_stop": [finding_json(f, self.disclosure) for f in self.before_stop],
@@ -179,6 +181,7 @@ def _judge(run: Run, script: str, device: str, limits: Limits, expect: Expectati
             report.prefix = prefix_covered(plan, outcome, ran)
         return _set(report, *failure)
     facts = RunFacts.from_json(run.record["facts"])
+    report.profile = facts.profile
     if not facts.backwards and not facts.updates and run.forked:
         return _set(report, Verdict.SCRIPT_FAILED, "no training was observed in the script's own "
                     "process, and the processes it started from a Process subclass with a run() of its own, in a "
@@ -351,6 +354,7 @@ def _judge_ranks(report: Report, ranks: list[RankRun], parent: dict | None = Non
         report.detail = parent["outcome"].get("traceback", "")
         return _set(report, *_failure(parent["outcome"], "the script"))
     facts = [RunFacts.from_json(r.record["facts"]) for r in ranks]
+    report.profile = facts[0].profile
     idle = [r.rank for r, f in zip(ranks, facts) if not f.backwards and not f.updates]
     if idle:
         return _set(report, Verdict.SCRIPT_FAILED, f"no training was observed on rank {idle[0]}: it never "

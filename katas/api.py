@@ -21,12 +21,13 @@ import click
 
 def check(script: str | os.PathLike | None = None, *, module: str | None = None, args: Sequence[str] = (),
           steps: int | None = None, epochs: int | None = None, device: str = "cpu", timeout: float = 300,
-          idle: float = 30, memory: float | None = None, nproc: int | None = None):
+          idle: float = 30, memory: float | None = None, nproc: int | None = None, profile: bool = False):
     """Run ``script`` (or ``module``, as ``python -m MODULE`` from the current folder) under observation with its
     own ``args``, and return the report. ``steps``/``epochs`` judge the first N updates or E passes over the
     training data, then stop it (a job that runs for hours); ``timeout``/``idle`` in seconds, ``memory`` in MB;
-    ``nproc`` ranks of a distributed job. A kata made by `kata new` is judged against its bug, as `kata check`
-    judges it (nothing is recorded)."""
+    ``nproc`` ranks of a distributed job; ``profile``: ``report.profile`` holds where the training steps' time went
+    (seconds per phase, as ``kata check --profile``). A kata made by `kata new` is judged against its bug, as `kata
+    check` judges it (nothing is recorded)."""
     from katas.commands.check import expectation
     from katas.commands.common import limits_of, observe, ranks_for, run_plan
 
@@ -41,7 +42,7 @@ def check(script: str | os.PathLike | None = None, *, module: str | None = None,
             raise ValueError(f"{name} must be at least 1, not {value}")
     try:
         path, plan = run_plan(None if script is None else Path(script), tuple(str(a) for a in args), module, steps,
-                              epochs)
+                              epochs, profile)
     except click.ClickException as exc:
         raise ValueError(exc.format_message()) from None
     return observe(path, device, limits_of(timeout, idle, memory), nproc=ranks_for(path, nproc),

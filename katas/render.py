@@ -300,11 +300,37 @@ def show(report: Report, console: Console, command: str, injected: str | None = 
         console.print(part)
 
 
+PHASE_NAMES = {"data": "waiting for data", "forward": "forward", "backward": "backward", "optimizer": "optimizer step",
+               "evaluation": "evaluation", "checker": "kata check's own", "other": "other (the script's own code)"}
+BAR = 24  # characters of the longest bar
+
+
+def profile_table(profile: dict) -> Table:
+    """``--profile``: where the time of the training steps went, phase by phase, per step and as a share."""
+    updates, span = profile["updates"], profile["span_s"]
+    table = Table(title=f"Where the time went: {updates} training steps in {span:.2f} s "
+                        f"({1000 * span / updates:.1f} ms a step)", title_justify="left", box=None, pad_edge=False)
+    table.add_column("phase")
+    table.add_column("per step", justify="right")
+    table.add_column("share", justify="right")
+    table.add_column("")
+    largest = max(profile["phases"].values(), default=0.0) or 1.0
+    for phase, seconds in profile["phases"].items():
+        if seconds <= 0 and phase not in ("data", "forward", "backward", "optimizer"):
+            continue
+        share = seconds / span if span else 0.0
+        table.add_row(PHASE_NAMES.get(phase, phase), f"{1000 * seconds / updates:.2f} ms", f"{share:.0%}",
+                      "█" * max(0, round(BAR * seconds / largest)))
+    return table
+
+
 def closing(report: Report, width: int, command: str, injected: str | None, verbose: bool,
             rerun: str | None) -> list:
     """What follows the findings: the counts, why the script did not run to its end, notes, the verdict and the
     next step."""
     tail: list = [summary(report.findings, verbose, width)] if report.findings else []
+    if report.profile and report.profile["updates"]:
+        tail.append(profile_table(report.profile))
     if report.detail:
         tail.append(Text(report.detail, style="red"))
     if report.before_stop:

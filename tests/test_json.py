@@ -21,7 +21,7 @@ from katas.interview.grade import SCHEMA as GRADE_SCHEMA
 # of shape that does not bump the version fails here. After a change: bump the version (checker/verdict.py and
 # docs/json.md, or katas/interview/grade.py), and add the new version's digest below.
 SHAPES = {
-    SCHEMA: ("report", "probe", "stopped", "prefix", "kata"),
+    SCHEMA: ("report", "probe", "stopped", "prefix", "profile", "kata"),
     GRADE_SCHEMA: ("grade", "score", "time", "bug", "new symptom", "grade error", "ungraded"),
     "torch-katas/grades/1": ("grades",),
 }
@@ -29,6 +29,7 @@ DIGESTS = {
     "torch-katas/check/5": "89b05d1eefa8d2a7",
     "torch-katas/check/6": "e28f0bc134f61b3c",
     "torch-katas/check/7": "96e1d58a433ff3e7",
+    "torch-katas/check/8": "e2b2097e44d56314",
     "torch-katas/grade/2": "c237b1b8564be2b5",
     "torch-katas/grade/3": "5b38de84d4ac5169",
     "torch-katas/grades/1": "2b82d57ef4caae91",

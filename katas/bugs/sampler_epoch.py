@@ -1,9 +1,9 @@
 """sampler-epoch: a sampler's shuffle is seeded without the epoch that ``set_epoch`` gives it.
 
 Sites: in a class with a ``set_epoch`` method that stores its argument on ``self`` (``self.epoch = epoch``), or
-derived from ``DistributedSampler`` (whose ``set_epoch`` stores ``self.epoch``), a
-``manual_seed(...)`` call of another method whose seed adds that attribute to something (``self.seed + self.epoch``,
-``self.seed + 1000 * self.epoch``). The edit drops the term holding the epoch: every epoch is shuffled with the same
+derived from ``DistributedSampler`` (whose ``set_epoch`` stores ``self.epoch``), a call of another method that seeds
+a generator (``manual_seed``, ``seed``, ``random.Random``, ``default_rng``, ``RandomState``) whose seed adds that
+attribute to something (``self.seed + self.epoch``, ``self.seed + 1000 * self.epoch``). The edit drops the term holding the epoch: every epoch is shuffled with the same
 seed, so it draws the same batches in the same order, and ``set_epoch`` changes nothing.
 """
 from __future__ import annotations
@@ -14,10 +14,11 @@ import libcst.matchers as m
 from katas.catalogue import Bug
 from katas.engine.context import Context
 from katas.engine.operator import Example, Operator, Site, rewrite
-from katas.engine.tree import find, method
+from katas.engine.tree import find
 
 
 DISTRIBUTED_SAMPLER = "torch.utils.data.distributed.DistributedSampler"
+SEEDING = {"manual_seed", "seed", "Random", "default_rng", "RandomState"}  # calls that seed a generator
 
 
 def epoch_attributes(ctx: Context, cls: cst.ClassDef) -> set[str]:
@@ -37,6 +38,14 @@ def epoch_attributes(ctx: Context, cls: cst.ClassDef) -> set[str]:
     return found
 
 
+def seeds(call: cst.Call) -> bool:
+    """A call that seeds a generator: ``g.manual_seed(s)``, ``rng.seed(s)``, ``random.Random(s)``,
+    ``np.random.default_rng(s)``, ``np.random.RandomState(s)``."""
+    name = call.func.attr.value if isinstance(call.func, cst.Attribute) else \
+        call.func.value if isinstance(call.func, cst.Name) else None
+    return name in SEEDING
+
+
 def holds(node: cst.CSTNode, attributes: set[str]) -> bool:
     """Whether ``node`` reads one of ``self``'s ``attributes``."""
     return any(m.matches(a, m.Attribute(value=m.Name("self"))) and a.attr.value in attributes
@@ -46,7 +55,8 @@ def holds(node: cst.CSTNode, attributes: set[str]) -> bool:
 class SeedWithoutEpoch(Operator):
     """Drop the epoch term from the seed of a sampler's shuffle."""
 
-    no_site = "no class with set_epoch() seeds a generator with the epoch it stores (manual_seed(self.seed + self.epoch))"
+    no_site = ("no class with set_epoch() seeds a generator with the epoch it stores "
+               "(manual_seed(self.seed + self.epoch))")
 
     def seeds(self, ctx: Context) -> list[tuple[cst.BinaryOperation, cst.BaseExpression]]:
         """(the seed's sum, the operand that stays) of each site."""
@@ -56,8 +66,7 @@ class SeedWithoutEpoch(Operator):
             if not attributes:
                 continue
             for call in find(cls.body, cst.Call):
-                if method(call) != "manual_seed" or len(call.args) != 1 or \
-                        not isinstance(call.args[0].value, cst.BinaryOperation):
+                if not seeds(call) or len(call.args) != 1 or not isinstance(call.args[0].value, cst.BinaryOperation):
                     continue
                 seed = call.args[0].value
                 if not isinstance(seed.operator, cst.Add):

@@ -41,11 +41,14 @@ class ProbeListingCommand(click.Command):
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="Also write the report as JUnit XML (one test case per check) for CI to show, whatever happened.")
 @click.option("-v", "--verbose", is_flag=True, help="Plot the evidence of every check, not only the failing ones.")
+@click.option("--profile", is_flag=True, help="Also say where the time of the training steps went: waiting for data, "
+                                              "forward, backward, optimizer step, evaluation, the rest (on CUDA, "
+                                              "each phase waits for the GPU).")
 @click.option("--diagnose", is_flag=True, help="In a kata or an interview task: name the checks and the causes they "
                                                "point to. Counts as a hint until the kata passes; recorded in a task.")
 def check(path: Path | None, script_args: tuple[str, ...], module: str | None, device: str, timeout: float,
           idle: float, memory: float | None, nproc: int | None, steps: int | None, epochs: int | None, as_json: bool,
-          junit_path: Path | None, verbose: bool, diagnose: bool) -> None:
+          junit_path: Path | None, verbose: bool, profile: bool, diagnose: bool) -> None:
     """Run a training script under observation and report the symptoms it shows.
 
     The script runs in a separate Python process exactly as `python PATH
@@ -59,6 +62,7 @@ def check(path: Path | None, script_args: tuple[str, ...], module: str | None, d
       kata check train.py --steps 200 -- --config small.yaml
       kata check -m project.train --epochs 1 -- --lr 3e-4
       kata check train.py --steps 100 --junit kata.xml     # in CI
+      kata check train.py --steps 100 --profile            # where the step time goes
 
     \b
     {probes}
@@ -71,7 +75,7 @@ def check(path: Path | None, script_args: tuple[str, ...], module: str | None, d
     """
     from katas.interview import marker
 
-    path, plan = run_plan(path, script_args, module, steps, epochs)
+    path, plan = run_plan(path, script_args, module, steps, epochs, profile)
     if junit_path and junit_path.resolve() == path.resolve():
         raise click.UsageError(f"--junit {junit_path} would overwrite the script itself: name another file")
     if marker.is_task_script(path):  # the first check of a task not handed over with `kata interview --start`

@@ -60,7 +60,7 @@ def prefix_options(command):
 
 
 def run_plan(path: Path | None, args: tuple[str, ...], module: str | None, steps: int | None = None,
-             epochs: int | None = None):
+             epochs: int | None = None, profile: bool = False):
     """The file to check and how to run it (checker.plan.Plan): PATH with the script's own arguments, or a module
     of the current folder (``-m``) as ``python -m`` would run it."""
     from checker.plan import Plan
@@ -68,10 +68,10 @@ def run_plan(path: Path | None, args: tuple[str, ...], module: str | None, steps
     if module:
         if path is not None:  # `kata check -m pkg.train -- --lr 3`: click took the first argument for PATH
             args = (str(path), *args)
-        return module_file(module), Plan(tuple(args), module, str(Path.cwd()), steps, epochs)
+        return module_file(module), Plan(tuple(args), module, str(Path.cwd()), steps, epochs, profile=profile)
     if path is None:
         raise click.UsageError("give the script to check (kata check train.py), or a module with -m")
-    return path, Plan(tuple(args), steps=steps, epochs=epochs, imports=kata_imports(path))
+    return path, Plan(tuple(args), steps=steps, epochs=epochs, imports=kata_imports(path), profile=profile)
 
 
 def kata_imports(path: Path) -> str:

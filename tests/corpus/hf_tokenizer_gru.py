@@ -1,7 +1,8 @@
 # expect:
 """Imitates a Hugging Face-style fine-tuning script for a GRU: a tokenizer whose __call__ pads a list of texts
 (padding="longest"), a data collator returning dict batches with an integer attention_mask, a fastai-style sortish
-sampler (random chunks sorted by length), and pack_padded_sequence inside the model."""
+sampler (random chunks sorted by length) reseeded each epoch through set_epoch, and pack_padded_sequence inside the
+model."""
 import random
 
 import torch
@@ -72,13 +73,17 @@ class SortishSampler(Sampler):
     """Random chunks of 4 batches, each sorted by length, longest first; the batches' order shuffled."""
 
     def __init__(self, lengths, bs, seed=0):
-        self.lengths, self.bs, self.rng = lengths, bs, random.Random(seed)
+        self.lengths, self.bs, self.seed, self.epoch = lengths, bs, seed, 0
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
 
     def __iter__(self):
-        idx = self.rng.sample(range(len(self.lengths)), len(self.lengths))
+        rng = random.Random(self.seed + self.epoch)
+        idx = rng.sample(range(len(self.lengths)), len(self.lengths))
         chunks = [sorted(idx[i:i + 4 * self.bs], key=lambda j: -self.lengths[j]) for i in range(0, len(idx), 4 * self.bs)]
         batches = [c[i:i + self.bs] for c in chunks for i in range(0, len(c), self.bs)]
-        self.rng.shuffle(batches)
+        rng.shuffle(batches)
         return iter([i for b in batches for i in b])
 
     def __len__(self):
@@ -105,14 +110,15 @@ tokenizer = WordTokenizer(WORDS)
 collator = DataCollatorWithPadding(tokenizer)
 train_ds, eval_ds = Reviews(*make_reviews(320, 1)), Reviews(*make_reviews(128, 2))
 bs = 16
-train_dataloader = DataLoader(train_ds, batch_size=bs, sampler=SortishSampler([len(t.split()) for t in train_ds.texts], bs),
-                              collate_fn=collator)
+sortish = SortishSampler([len(t.split()) for t in train_ds.texts], bs)
+train_dataloader = DataLoader(train_ds, batch_size=bs, sampler=sortish, collate_fn=collator)
 eval_dataloader = DataLoader(eval_ds, batch_size=64, collate_fn=collator)
 model = GRUClassifier(len(tokenizer))
 optimizer = torch.optim.AdamW(model.parameters(), lr=2e-2)
 
 for epoch in range(2):
     model.train()
+    sortish.set_epoch(epoch)
     for step, batch in enumerate(train_dataloader):
         loss, _ = model(**batch)
         loss.backward()
