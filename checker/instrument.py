@@ -605,13 +605,12 @@ class ObservedIterator:
             batch = next(self._inner)
         except StopIteration:
             self._pass.span_s = time.perf_counter() - self._began
-            if clock is not None:
-                clock.leave((DATA, self._pass.loader))
             self._session.end_pass(self._pass)
             raise
+        finally:
+            if clock is not None:
+                clock.leave((DATA, self._pass.loader))
         got = time.perf_counter()
-        if clock is not None:
-            clock.leave((DATA, self._pass.loader))
         self._pass.fetched += 1
         if self._pass.start_s:  # the time the iterator took to hand out a later batch
             self._pass.wait_s += got - asked

@@ -1,8 +1,8 @@
 """metric-overwrite: the count of correct predictions is overwritten at each batch instead of summed.
 
-Sites: in the body of a ``for`` loop (not nested in a deeper one), an augmented assignment ``name += ...`` (or
-``counts[i] += ...``) whose value counts matches, a comparison for equality (``(pred == y).sum()``,
-``pred.eq(y).sum()``), where the name (or the subscripted name) is set before the loop in the same function. The
+Sites: inside a ``for`` loop, an augmented assignment ``name += ...`` (or ``counts[i] += ...``) whose value counts
+matches, a comparison for equality (``(pred == y).sum()``, ``pred.eq(y).sum()``), where the name (or the
+subscripted name) is set before the innermost loop around it, in the same function. The
 edit turns ``+=`` into ``=``: after the loop the count is the last batch's, while the denominator still counts
 every sample.
 """
