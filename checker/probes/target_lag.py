@@ -16,9 +16,10 @@ with the same elements of each trained module of that shape:
 * fail: the copy ran in at least 90 % of the stretches since its first call, over at least 20 updates, and held
   exactly the trained module's current weights in at least 90 % of them: it never lags;
 * pass: the copy ran that often and lagged (its weights differed) in more than 10 % of them;
-* fail, first: the trained module was loaded with a copy's weights (``load_state_dict``; the weights it held
-  after the load equal, in the sample, a copy's of its shapes that ran) at least 3 times, each load after updates
-  putting back exactly the weights the previous one did: the copy never moved in the whole run, and every update in
+* fail, first: the trained module was set to a copy's weights (loaded with ``load_state_dict``, the weights it
+  held after the load equal, in the sample, a copy's of its shapes that ran; or found holding them when the copy
+  ran, its own weights having moved since and the copy's not: ``p.copy_(t)`` by hand) at least 3 times, each after
+  updates putting back exactly the weights the previous one did: the copy never moved in the whole run, and every update in
   between was thrown away (a sync written backwards: ``online.load_state_dict(target.state_dict())``), whether or
   not the copy runs at every update. A copy that moves at some point (a federated round's global model, loaded into
   one local model per client, the same weights within a round) is not judged so;

@@ -11,7 +11,9 @@ parameters with the same elements of each trained module of its shapes. A stretc
 shapes moved since the last comparison is not counted: a copy cannot lag behind weights that stand still (updates
 that change nothing, the gradients reset before the step).
 
-A trained module loaded (``load_state_dict``) with the weights a copy of its shapes holds is *reset to its copy*.
+A trained module loaded (``load_state_dict``) with the weights a copy of its shapes holds, or found holding them
+at a comparison when its weights moved and the copy's did not since the copy last ran (set to them by hand:
+``p.data.copy_(t.data)``), is *reset to its copy*.
 When such a load puts back exactly the weights the previous one did, after updates, those updates were thrown away,
 unless the copy moves at some point of the run (a federated round's global model, loaded into one local model per
 client and averaged from them once a round): a copy that never moves, to which the trained network keeps returning,
@@ -68,6 +70,7 @@ class Copies:
         self.last: dict[tuple, int] = {}  # shapes -> the update count at the last comparison
         self.seen: dict[int, list] = {}  # trained module serial -> the sample of its weights at the last comparison
         self.copy_modules: dict[tuple, list[int]] = {}  # shapes -> serials of the copies compared so far
+        self.copy_seen: dict[int, list] = {}  # copy serial -> the sample of its weights at its last comparison
         self.reset_to: dict[int, tuple] = {}  # id of a trained module's first parameter -> (the sample its last load
         # from a copy put back, the update count then)
         session.on(Event.FORWARD, OWNER, self.on_forward)
@@ -102,6 +105,9 @@ class Copies:
             record = self.records[shapes] = Copy(forward.name, describe(shapes), updates)
         if forward.module not in self.copy_modules.setdefault(shapes, []):
             self.copy_modules[shapes].append(forward.module)
+        held, held_before = snapshot(params), self.copy_seen.get(forward.module)
+        self.copy_seen[forward.module] = held
+        still = held_before is not None and alike(held, held_before)  # the copy did not move since it last ran
         moving = []  # the trained modules of these shapes whose weights moved since the last comparison
         for serial in self.trained_modules[shapes]:
             if serial == forward.module or serial in self.shallow:
@@ -112,15 +118,17 @@ class Copies:
             now, before = snapshot(trained), self.seen.get(serial)
             self.seen[serial] = now
             if before is None or not alike(now, before):
-                moving.append(trained)
+                moving.append((trained, now))
         if not moving:  # weights that stand still leave a copy nothing to lag behind
             return
         record.stretches += 1
-        for trained in moving:
+        for trained, now in moving:
             if same_storage(params, trained):
                 record.shared = True
             if equal(params, trained):
                 record.equal += 1
+                if still:  # the trained weights moved onto a copy that did not: set to it (by hand, or loaded)
+                    self._reset(record, trained, now, updates)
                 break
 
     def on_load(self, module, state_dict, result) -> None:
@@ -135,16 +143,20 @@ class Copies:
         now = snapshot(params)
         for serial in self.copy_modules.get(shapes, ()):
             copy = [r() for r in self.modules[serial][0]]
-            if any(p is None for p in copy) or not alike(now, snapshot(copy)):
-                continue
-            updates, before = self.updates.get(shapes, 0), self.reset_to.get(id(params[0]))
-            if before is not None and not alike(now, before[0]):
-                record.moved = True
-            elif before is not None and updates > before[1]:
-                record.resets += 1
-                record.discarded += updates - before[1]
-            self.reset_to[id(params[0])] = (now, updates)
-            return
+            if not any(p is None for p in copy) and alike(now, snapshot(copy)):
+                self._reset(record, params, now, self.updates.get(shapes, 0))
+                return
+
+    def _reset(self, record: Copy, trained: list, now: list, updates: int) -> None:
+        """The trained module was set to a copy's weights (``now``, their sample) after ``updates`` updates: a reset
+        that discarded the updates since the last one when it put back the same weights."""
+        before = self.reset_to.get(id(trained[0]))
+        if before is not None and not alike(now, before[0]):
+            record.moved = True
+        elif before is not None and updates > before[1]:
+            record.resets += 1
+            record.discarded += updates - before[1]
+        self.reset_to[id(trained[0])] = (now, updates)
 
     def _learn(self, forward) -> tuple | None:
         module = forward.ref()
