@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A short smoke test of `kata check --device cuda` on a machine with a GPU: every single-process reference (each
-# must pass), a few shipped katas (each must show its planted bug), the data-parallel reference as two ranks over
-# nccl when the machine has two GPUs, and the same checks' --json reports. Run from the repository root; the
+# must pass), a few shipped katas (each must show its planted bug), a profiled check (--profile: each phase boundary
+# waits for the GPU), the data-parallel reference as two ranks over nccl when the machine has two GPUs, and the same
+# checks' --json reports. Run from the repository root; the
 # project's modules are taken from here (PYTHONPATH), so it needs no install beyond torch, click, rich, libcst.
 # Usage: bash bench/cuda_smoke.sh [OUTPUT_FOLDER]
 set -u
@@ -28,6 +29,7 @@ done
 for kata in 01 03 05 09 13; do
     expect 1 "kata-$kata" "broken/$kata.py" --device cuda
 done
+expect 0 profiled reference/classifier.py --device cuda --profile
 gpus=$(python3 -c "import torch; print(torch.cuda.device_count())")
 if [ "$gpus" -ge 2 ]; then expect 0 ddp reference/ddp.py --device cuda --nproc 2; fi
 echo "unexpected: $fails" | tee -a "$out/summary.txt"
