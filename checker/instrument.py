@@ -343,13 +343,21 @@ class Instrumentation:
 
     def _wrap_autograd_grad(self) -> None:
         """``torch.autograd.grad``: what it differentiated with respect to, and what it returned (an inner
-        optimisation step's gradient, a gradient penalty's)."""
+        optimisation step's gradient, a gradient penalty's); while it runs, ``session.autograd_grads`` says so (the
+        gradient hooks it fires write no ``.grad``)."""
         session = self.session
         original = torch.autograd.grad
         read = arguments_of(original)
 
         @functools.wraps(original)
         def grad(*args: Any, **kwargs: Any) -> Any:
+            session.autograd_grads += 1
+            try:
+                return observed(*args, **kwargs)
+            finally:
+                session.autograd_grads -= 1
+
+        def observed(*args: Any, **kwargs: Any) -> Any:
             if torch.compiler.is_compiling() or not session.listening(Event.AUTOGRAD_GRAD):
                 return original(*args, **kwargs)
             inputs = read(args, kwargs)["inputs"]

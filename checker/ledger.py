@@ -52,6 +52,7 @@ class UpdateLedger(Timeline):
     _held_grads: bool = False  # this backward gave gradient to a parameter an optimizer holds
     _backward_pass: int | None = None  # the DataLoader pass this backward ran in
 
+    autograd_grads: int = 0  # torch.autograd.grad calls running now: the gradients their hooks see go to no .grad
     _pre_norms: dict | None = None  # while UPDATE_PRE is being handled: gradient norms already computed, by parameters
 
     total_norm = staticmethod(total_norm)

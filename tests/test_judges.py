@@ -242,3 +242,11 @@ def test_losses_that_sum_an_episode_are_judged_per_forward():
     assert part.status == NOT_APPLICABLE and "varying number of forwards" in part.message
     learning = [n * (2.0 - 0.08 * i) for i, n in enumerate(lengths)]  # per forward it falls: learning
     assert health.loss_falls(facts(losses=learning, loss_forwards=lengths, updates=20, backwards=20)).status == PASS
+
+
+def test_no_loss_through_backward_leaves_the_loss_unjudged_but_non_finite_losses_fail():
+    """Gradients from torch.autograd.grad (or torch.func.grad) assigned to .grad: updates, no backward() loss."""
+    functional = rows(health.Observation(), facts([("train", 16, 16)], losses=[]))
+    assert functional["health.loss-falls"] == NOT_APPLICABLE
+    nan = rows(health.Observation(), facts([("train", 16, 16)], losses=[None] * 16))
+    assert nan["health.loss-falls"] == FAIL

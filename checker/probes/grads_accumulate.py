@@ -3,8 +3,14 @@
 Rule: each updated parameter is followed from update to update. Right after an
 update, gradient still in ``.grad`` is old. It is cleared when a later gradient
 contribution finds ``.grad`` ``None`` or all zeros (a reset happened before that
-backward). At the next update, a parameter whose old gradient was never cleared
-and whose ``.grad`` is not zero carries earlier steps' gradients into this one.
+backward). At the next update, a parameter that a backward pass gave gradient since
+its last update, whose old gradient was never cleared and whose ``.grad`` is not
+zero, carries earlier steps' gradients into this one. A parameter no backward pass
+reached since its last update had its gradient written by hand (a meta-gradient from
+``torch.autograd.grad`` assigned to ``.grad``, Reptile's ``p.grad.zero_().add_(...)``,
+a local model's gradients linked into a shared one): what it holds is not evidence
+of accumulation, and it is not judged; neither are the gradients the hooks see while
+``torch.autograd.grad`` runs, which reach no ``.grad``.
 Zeroing before or after the step, ``set_to_none=False``, ``model.zero_grad()``,
 ``p.grad = None``, k-step accumulation and a GAN whose generator's backward
 leaves gradients in the discriminator that ``netD.zero_grad()`` clears before
@@ -37,6 +43,7 @@ class Observer:
     def __init__(self, session):
         self.session = session
         self.old: set[int] = set()  # parameters whose .grad still holds gradient from before their last update
+        self.reached: set[int] = set()  # parameters a backward pass gave gradient since their last update
         self.obs = Observation()
         session.on(Event.GRAD, ID, self.on_grad)
         session.on(Event.UPDATE_PRE, ID, self.on_update_pre)
@@ -45,6 +52,9 @@ class Observer:
     def on_grad(self, p, grad) -> None:
         from checker.tensors import any_nonzero
 
+        if self.session.autograd_grads:  # torch.autograd.grad: its gradients are returned, not added to .grad
+            return
+        self.reached.add(id(p))
         if id(p) in self.old and (p.grad is None or not any_nonzero(p.grad)):
             self.old.discard(id(p))
 
@@ -56,9 +66,10 @@ class Observer:
     def on_update_pre(self, update) -> None:
         from checker.tensors import any_nonzero
 
-        if not self.judged(update):
+        params = [p for p in update.params if id(p) in self.reached]
+        if not self.judged(update) or not params:
             return
-        stale = sum(1 for p in update.params if id(p) in self.old and p.grad is not None and any_nonzero(p.grad))
+        stale = sum(1 for p in params if id(p) in self.old and p.grad is not None and any_nonzero(p.grad))
         self.obs.updates += 1
         self.obs.stale_updates += stale > 0
         self.obs.stale_params_per_update.append(stale)
@@ -67,6 +78,7 @@ class Observer:
         if not self.judged(update):
             return
         for p in update.params:  # zeros are told apart later, only where it matters
+            self.reached.discard(id(p))
             if p.grad is not None:
                 self.old.add(id(p))
             else:

@@ -20,7 +20,8 @@ Criteria (each its own row; a criterion whose premise the run does not meet says
   every one of at least 5 losses of the first fifth: a layer-local objective with a
   floor, trained full-batch, falls slowly but surely) and, for a loss over k class
   labels, ends at least 5 % below ln(k) (a model that learned only the labels'
-  mean falls steadily onto chance); not judged when two optimizers take turns on disjoint
+  mean falls steadily onto chance); not judged when no loss went through ``backward()`` (gradients from
+  ``torch.autograd.grad`` or ``torch.func.grad``, assigned to ``.grad``), nor when two optimizers take turns on disjoint
   parameters (adversarial training), for a stage that began at the level where an
   earlier stage's loss had settled (it continues a trained model), per forward where each loss
   sums a varying number of forwards (see ``objective_falls``), or where a copy of the trained network
@@ -232,6 +233,10 @@ def loss_falls(facts: RunFacts, classes: int | None = None, learned: str = "",
             reached = level if reached is None else min(reached, level)
         results.append(result)
     judged = [r for r in results if r[0] is not None]
+    if not facts.losses and facts.updates:  # updates from gradients no backward() produced
+        return _row("loss-falls", None, "no backward() losses", "≥ 2",
+                    "no loss went through backward(): the gradients were computed otherwise (torch.autograd.grad, "
+                    "torch.func.grad, written by hand), so there is no training loss to follow")
     if len(finite(facts.losses)) < 2:
         return _row("loss-falls", False, f"{len(finite(facts.losses))} finite losses", "≥ 2",
                     "too few finite training losses to see learning")
