@@ -131,6 +131,7 @@ class Forward:
     fed: list[int] = field(default_factory=list)  # later forwards that took its outputs as their inputs
     modes: set[str] = field(default_factory=set)  # "active" / "inactive" dropout or batch-norm computations
     ref: Any = None  # a weak reference to the module
+    setup: bool = False  # it ran while a module was being built (in an ``__init__``): a shape probe, a lazy dry run
 
 
 @dataclass

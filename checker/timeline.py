@@ -10,10 +10,12 @@ unless its output fed a training forward (a GAN's generated batch, a frozen
 feature extractor's features) or it ran, with gradients, on a batch of a training
 loader (a forward whose loss was skipped): then neither phase can be told. A DataLoader is a training loader when its batches
 fed forwards that a backward pass reached, or updates happened while it was being consumed; one pass over it that made
-no update can still be an evaluation on the training data (see :meth:`Timeline.role`).
+no update can still be an evaluation on the training data (see :meth:`Timeline.role`). A forward run while a module is
+being built (inside its ``__init__``: a dummy input measuring a flattened size, a dry run for lazy layers) is neither.
 """
 from __future__ import annotations
 
+import sys
 import time
 import weakref
 from collections import OrderedDict
@@ -36,6 +38,7 @@ _is_compiling = torch.compiler.is_compiling
 _graph_task_id = torch._C._current_graph_task_id
 _transforming = torch._C._functorch.peek_interpreter_stack
 RECENT_OUTPUTS = 32  # outputs of gradient-free forwards remembered, to see them fed to a later forward
+MAX_FRAMES = 64  # how far up the stack a forward looks for a module's __init__
 
 
 @dataclass(kw_only=True)
@@ -145,6 +148,8 @@ class Timeline(EventBus):
 
     def phase(self, forward: Forward) -> str | None:
         """"train", "eval", or None when the run does not tell (see the module docstring)."""
+        if forward.setup:  # part of building a module: neither training nor an evaluation
+            return None
         if forward.reached:
             return TRAIN
         if any(self.forwards[i].reached for i in forward.fed):
@@ -202,7 +207,8 @@ class Timeline(EventBus):
             self._batch_used = True
         forward = Forward(len(self.forwards), self.serial(module), type(module).__name__, torch.is_grad_enabled(),
                           self.current.index if self.current is not None else None,
-                          tensors.leading(inputs[0]) if inputs else None, ref=weakref.ref(module))
+                          tensors.leading(inputs[0]) if inputs else None, ref=weakref.ref(module),
+                          setup=constructing())
         for t in inputs:
             held = self._unused_outputs.get(tensors.storage_key(t))
             if held is not None and held[0]() is not None:  # still alive: the pointer was not reused
@@ -268,3 +274,17 @@ def compiled_modes(module: nn.Module) -> set[str]:
         if dropout or batchnorm:
             found.add("active" if m.training else "inactive")
     return found
+
+
+def constructing() -> bool:
+    """Whether a module's ``__init__`` is running further up the stack: a forward there builds the module (a dummy
+    input that measures a flattened size, a dry run that materialises lazy layers), it neither trains nor
+    evaluates."""
+    frame = sys._getframe(2)
+    for _ in range(MAX_FRAMES):
+        if frame is None:
+            return False
+        if frame.f_code.co_name == "__init__" and isinstance(frame.f_locals.get("self"), nn.Module):
+            return True
+        frame = frame.f_back
+    return False

@@ -90,3 +90,18 @@ def test_each_training_loss_is_recorded_once_even_where_another_probe_wraps_its_
     series = next(f for f in report.findings if f.probe == "divergence").series
     losses, norms = series["class loss per step"], series["gradient norm per update (before clipping)"]
     assert len(losses) == len(norms) == 48 and losses[0] != losses[1]
+
+
+def test_a_queue_filling_climb_with_every_target_in_slot_zero_is_not_judged_but_in_batch_positives_are():
+    """MoCo: the positive is always logit 0 and the negatives come from a queue whose random start real keys replace,
+    so the loss climbs from an easy start to near chance by design. SimCLR's positives on the diagonal (arange(B))
+    face the batch itself: a climb there is a climb."""
+    climb = [0.3, 0.3, 0.8, 2.0, 4.0, 5.4, 5.5, 5.5, 5.45, 5.5, 5.5, 5.5]
+    k = 257  # ln(257) = 5.55
+    updates = [0, 0] + [1] * 10
+    queue = judge(Observation(kind="cross_entropy", classes=k, losses=climb, loss_updates=updates, slot="class 0"),
+                  RunFacts(updates=10, losses=climb))
+    assert queue.status == NOT_APPLICABLE and "class 0" in queue.message
+    in_batch = judge(Observation(kind="cross_entropy", classes=k, losses=climb, loss_updates=updates,
+                                 slot="its own row's position (0, 1, 2, ...)"), RunFacts(updates=10, losses=climb))
+    assert in_batch.status == FAIL

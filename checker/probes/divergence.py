@@ -15,7 +15,9 @@ Rule. Two ways a run diverges:
   update) and ends, over the last fifth of the run, no better than chance (above 0.95 ln(k)): training made the
   model worse than a uniform guess. The untrained loss must be a classifier's, at most 2 ln(k): a loss that begins
   far above chance (inputs in raw units, a large initialisation: health's initial-loss finding) is noise no climb
-  can be measured from, and not judged. The onset is the first step of the climb (from there on the loss stayed
+  can be measured from, and not judged; nor is a loss whose targets were all one class (a contrastive positive in
+  slot 0, against negatives from a queue that fills as training runs: MoCo's loss climbs while real keys replace the
+  queue's random start, by design). The onset is the first step of the climb (from there on the loss stayed
   above twice the untrained one until its peak). A spike that recovers below chance passes, and says so.
 
 Why a correct script does not fail. A learning run's loss falls from about ln(k) and ends below it; transient spikes
@@ -36,7 +38,7 @@ from dataclasses import dataclass, field
 from checker.events import Event
 from checker.facts import RunFacts
 from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
-from checker.probes._shared.class_scores import OWNER, ClassScores, classes_of, per_target_divisor
+from checker.probes._shared.class_scores import OWNER, ClassScores, classes_of, per_target_divisor, slot
 
 ID = "divergence"
 TITLE = "no divergence"
@@ -60,6 +62,7 @@ class Observation:
     loss_updates: list[int] = field(default_factory=list)  # per loss: the updates made before it
     grad_norms: list[float | None] = field(default_factory=list)  # per update, before clipping (None: NaN)
     fallback_classes: int | None = None  # k from the model's output and the batch's labels (a hand-written loss)
+    slot: str | None = None  # the one class every target of the first class loss held ("class 0"), if so
 
 
 class Observer:
@@ -84,6 +87,7 @@ class Observer:
             return
         if self.obs.kind is None:
             self.obs.kind, self.obs.classes = call.kind, k
+            self.obs.slot = slot(call)
         elif (call.kind, k) != (self.obs.kind, self.obs.classes):
             return
         value = output.detach().float().mean()  # stays on the device: read at the end, never a sync per step
@@ -195,6 +199,11 @@ def climb(obs: Observation, series: dict) -> Finding:
         return Finding(ID, TITLE, NOT_APPLICABLE, f"{len(values)} losses", f"≥ {MIN_LOSSES}",
                        f"only {len(values)} training losses over classes: too few to tell a climb from noise", series)
     k, chance = obs.classes, math.log(obs.classes)
+    if obs.slot is not None and obs.slot.startswith("class "):
+        return Finding(ID, TITLE, NOT_APPLICABLE, message=(
+            f"every target of the first class loss was {obs.slot}: a contrastive positive in a fixed slot, whose "
+            "negatives may change as training runs (a queue of keys that fills), so the untrained loss is no chance "
+            "baseline to climb from; only a non-finite run is judged"), series=series)
     untrained = [v for v, updates in pairs if updates == 0] or values[:1]
     first = sum(untrained) / len(untrained)
     began = f"{first:.3g} (before the first update)"

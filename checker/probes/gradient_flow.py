@@ -43,7 +43,8 @@ passes that reach a parameter, then every 8th, until one depends on the data
   first ran in training (``Module.load_state_dict`` into its module or a parent,
   its missing keys left out, or ``from_pretrained``): pretrained; or its values
   changed during the run although it never received a gradient (an EMA or
-  momentum copy). A frozen part no optimizer holds (``filter(lambda p:
+  momentum copy; any change of its first values counts, however small: a momentum
+  of 0.999 moves batch-norm weights that both encoders start at 1 by a thousandth). A frozen part no optimizer holds (``filter(lambda p:
   p.requires_grad, ...)``), or held in a group whose rate stayed 0, is not trained.
   A part run under ``no_grad`` as a forward of its own (a frozen feature
   extractor feeding a trained head, a teacher) is not inside a forward that
@@ -180,6 +181,14 @@ class Observer:
         if a is None or b is None or a.shape != b.shape:
             return False
         return bool(self.torch.allclose(a.float().cpu(), b.float().cpu(), rtol=SAME, atol=1e-6, equal_nan=True))
+
+    def changed(self, now, first) -> bool:
+        """Whether a parameter's values moved between its first use and now, at all: a moving average with a rate
+        near 1 moves its batch-norm weights by a thousandth in a short run (MoCo's key encoder), inside ``same``'s
+        tolerance, which is meant for a dtype or device change between construction and use."""
+        if now is None or first is None:
+            return False
+        return now.shape != first.shape or not bool(self.torch.equal(now.float().cpu(), first.float().cpu()))
 
     def origin(self, p) -> Origin | None:
         found = self.origins.get(id(p))
@@ -375,7 +384,7 @@ class Observer:
         if loaded:
             given = self.given.get(pid)
             return "flipped" if not required and given is not None and given() is p else "loaded"
-        if pid not in self.graded and first is not None and not self.same(self.head(p), first):
+        if pid not in self.graded and first is not None and self.changed(self.head(p), first):
             return "moved"
         if found is not None and self.same(found.head, first):
             return "initial"

@@ -9,7 +9,8 @@ Criteria (each its own row; a criterion whose premise the run does not meet says
   until 32 samples, at most 4, before any update: a batch of 4 alone is too noisy,
   and a loss after an update is no longer the untrained model's) (k classes; two for binary targets in {0, 1}),
   as a mean per target, is between half and twice ln(k) (outside it, not judged when every target of those
-  losses was one class: the slot a contrastive loss's positive fills by construction). For a hand-written loss,
+  losses was one class, or each row's own position, ``arange(B)``: the slot a contrastive loss's positive fills by
+  construction). For a hand-written loss,
   the first backward's loss (times the accumulation factor) when the batch has
   integer labels the model's output scores (k outputs, or one logit and 0/1 labels);
 * training loss falls: the mean of the last fifth of the backward passes' losses
@@ -46,7 +47,7 @@ from dataclasses import dataclass
 from checker.events import Event
 from checker.facts import RunFacts, finite
 from checker.findings import FAIL, NOT_APPLICABLE, PASS, Finding
-from checker.probes._shared.class_scores import CLASS_LOSSES, OWNER, ClassScores, classes_of, mean_per_target
+from checker.probes._shared.class_scores import OWNER, ClassScores, classes_of, mean_per_target, slot
 from checker.probes._shared.copies import OWNER as COPIES
 from checker.probes._shared.copies import Copies, per_update
 
@@ -70,19 +71,7 @@ class Observation:
     fallback_classes: int | None = None  # k from the model's output and the batch's labels
     accuracy: dict | None = None  # {"correct", "total", "majority", "source"}
     moving_targets: str | None = None  # a copy of the trained network that runs at every update, if one did
-    one_label: int | None = None  # the one class label every target of the initial losses held, if so
-
-
-def one_label(call) -> int | None:
-    """The class label every target of a class-scoring loss holds, when they all hold one; else None."""
-    target = call.target
-    if CLASS_LOSSES.get(call.kind) != "classes" or getattr(target, "is_floating_point", lambda: True)():
-        return None
-    flat = target.detach().reshape(-1)
-    if flat.numel() < 2:
-        return None
-    first = flat[0]
-    return int(first) if bool((flat == first).all()) else None
+    slot: str | None = None  # the fixed slot every target of the initial losses held, if so ("class 0", ...)
 
 
 class Observer:
@@ -107,7 +96,7 @@ class Observer:
 
         k = classes_of(call)
         samples = int(call.input.shape[0]) if getattr(call.input, "dim", lambda: 0)() else 1
-        entry = (call.kind, k, mean_per_target(call) if k else None, samples, self.session.updates, one_label(call))
+        entry = (call.kind, k, mean_per_target(call) if k else None, samples, self.session.updates, slot(call))
         output = call.output
         if not isinstance(output, torch.Tensor) or not output.requires_grad:
             return
@@ -133,8 +122,8 @@ class Observer:
                     seen += entry[3]
                 self.obs.classes = classes
                 self.obs.initial = sum(e[2] * e[3] for e in same) / max(1, sum(e[3] for e in same))
-                labels = {e[5] for e in same}
-                self.obs.one_label = labels.pop() if len(labels) == 1 else None
+                slots = {e[5] for e in same}
+                self.obs.slot = slots.pop() if len(slots) == 1 else None
         self.obs.fallback_classes = self.scores.fallback_classes
         if self.obs.fallback_classes and self.obs.fallback_classes not in (2, self.scores.top_label + 1):
             self.obs.fallback_classes = None  # outputs wider than the labels (features, a layer-local objective):
@@ -186,11 +175,11 @@ def initial_loss(obs: Observation, facts: RunFacts) -> Finding:
         return _row("initial-loss", None, "", "", f"not judged: {why}")
     expected = math.log(k)
     low, high = LOSS_BAND[0] * expected, LOSS_BAND[1] * expected
-    if not low <= initial <= high and obs.one_label is not None:
-        return _row("initial-loss", None, "", "", f"not judged: every target of the first losses was class "
-                                                  f"{obs.one_label} of {k} (first loss {initial:.3g}): one slot the "
-                                                  "objective fills by construction, as a contrastive loss's positive, "
-                                                  "not labels drawn from k classes")
+    if not low <= initial <= high and obs.slot is not None:
+        return _row("initial-loss", None, "", "", f"not judged: every target of the first losses was {obs.slot}, "
+                                                  f"of {k} (first loss {initial:.3g}): a slot the objective fills by "
+                                                  "construction, as a contrastive loss's positive, not labels drawn "
+                                                  "from k classes")
     return _row("initial-loss", low <= initial <= high, f"{initial:.3g}", f"{low:.2g}–{high:.2g}",
                 f"first loss {initial:.3g} against ln({k}) = {expected:.3g}")
 

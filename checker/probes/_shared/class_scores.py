@@ -126,3 +126,23 @@ def per_target_divisor(call) -> int:
     per = call.target.numel() if CLASS_LOSSES.get(call.kind) == "binary" or call.target.dim() < call.input.dim() \
         else call.target.numel() // call.target.shape[1]
     return max(1, per)
+
+
+def slot(call) -> str | None:
+    """The slot a class-scoring loss's targets fill by construction, when they do: one class label for every target
+    (MoCo's positive, always logit 0), or each row's own position (``arange(B)``: SimCLR's and CLIP's positive on
+    the diagonal of a batch-by-batch similarity); else None."""
+    import torch
+
+    target = call.target
+    if CLASS_LOSSES.get(call.kind) != "classes" or getattr(target, "is_floating_point", lambda: True)():
+        return None
+    flat = target.detach().reshape(-1)
+    if flat.numel() < 2:
+        return None
+    first = flat[0]
+    if bool((flat == first).all()):
+        return f"class {int(first)}"
+    if target.dim() == 1 and bool((flat == torch.arange(flat.numel(), device=flat.device) + first).all()):
+        return "its own row's position (0, 1, 2, ...)"
+    return None
