@@ -8,7 +8,9 @@ running statistics. ``model.eval()``, ``model.train(False)`` and per-module
 evaluation forward, or no evaluation ran.
 
 Harm. Evaluation forwards are grouped into runs (no forward of another phase
-between them, in one DataLoader pass or outside any). A run is *generation* when at least a quarter of its forwards are
+between them, in one DataLoader pass or outside any, cut where a forward in
+training behaviour follows one in evaluation behaviour: a mean teacher run in train
+mode right after a validation over sliced tensors is not part of it). A run is *generation* when at least a quarter of its forwards are
 chained, taking an earlier forward's output as input or giving theirs to a later
 one (a recurrent state carried from step to step, a decoder fed by its encoder:
 text sampled from the model, a translation decoded), or every forward of it ran
@@ -80,10 +82,13 @@ class Observer:
 
 def by_pass(run: list) -> list[list]:
     """A run of evaluation forwards cut where the DataLoader pass they ran in changes (a validation pass, then
-    sampling outside any pass)."""
+    sampling outside any pass), and where a model in evaluation behaviour gives way to one in training behaviour (a
+    validation in eval mode, then a mean teacher run in train mode on purpose at the next step: without a DataLoader
+    nothing else separates them)."""
     parts: list[list] = []
     for f in run:
-        if not parts or parts[-1][-1].pass_index != f.pass_index:
+        if not parts or parts[-1][-1].pass_index != f.pass_index or \
+                ("active" in f.modes and "active" not in parts[-1][-1].modes):
             parts.append([])
         parts[-1].append(f)
     return parts
