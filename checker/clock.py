@@ -20,6 +20,7 @@ from typing import Callable
 FORWARD, EVALUATION, BACKWARD, OPTIMIZER, CHECKER, OTHER = \
     "forward", "evaluation", "backward", "optimizer", "checker", "other"
 DATA = "data"  # the key of a loader's waits: (DATA, loader id)
+POINTS = 256  # the step times a summary keeps: each the mean of its share of the steps
 
 
 def device_clock() -> Callable[[], float]:
@@ -44,6 +45,7 @@ class PhaseClock:
     updates: int = 0
     span: float = 0.0  # seconds from the first phase entered to the end of the latest update
     at_update: dict = field(default_factory=dict)  # ``seconds`` as it stood at the end of the latest update
+    steps: list = field(default_factory=list)  # seconds of each step: from the end of one update to the next's
     _stack: list = field(default_factory=list)
     _began: float | None = None
     _last: float = 0.0
@@ -70,6 +72,7 @@ class PhaseClock:
         now = self.now()
         self._charge(now)
         self.updates += 1
+        self.steps.append(now - self._began - self.span)
         self.span = now - self._began
         self.at_update = dict(self.seconds)
 
@@ -80,11 +83,15 @@ class PhaseClock:
 
     def summary(self, training_loaders: set[int]) -> dict:
         """Seconds per phase over the profiled span (up to the end of the last update), loader waits split into
-        training data and evaluation: {"updates", "span_s", "phases": {phase: seconds}}."""
+        training data and evaluation, and the steps' durations (at most ``POINTS``, each the mean of its share of
+        the steps): {"updates", "span_s", "phases": {phase: seconds}, "steps_s": [seconds]}."""
         phases = dict.fromkeys((DATA, FORWARD, BACKWARD, OPTIMIZER, EVALUATION, CHECKER, OTHER), 0.0)
         for key, seconds in self.at_update.items():
             if isinstance(key, tuple):
                 phases[DATA if key[1] in training_loaders else EVALUATION] += seconds
             else:
                 phases[key] = phases.get(key, 0.0) + seconds
-        return {"updates": self.updates, "span_s": self.span, "phases": phases}
+        n = min(POINTS, len(self.steps))
+        shares = [self.steps[i * len(self.steps) // n:(i + 1) * len(self.steps) // n] for i in range(n)]
+        return {"updates": self.updates, "span_s": self.span, "phases": phases,
+                "steps_s": [sum(share) / len(share) for share in shares]}

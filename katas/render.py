@@ -26,7 +26,7 @@ from rich.text import Text
 from checker.exits import Verdict
 from checker.findings import ADVICE, CANNOT_TELL, ERROR, FAIL, NOT_APPLICABLE, PASS, Finding, Status
 from checker.verdict import SYMPTOMS, Report, symptom_title
-from katas.plots import Plot, evidence
+from katas.plots import Plot, evidence, sparkline
 from katas.terminal import columns
 
 STYLES = {PASS: ("PASS", "green"), FAIL: ("FAIL", "bold red"), NOT_APPLICABLE: ("n/a", "dim"), ERROR: ("ERROR", "magenta"),
@@ -305,8 +305,9 @@ PHASE_NAMES = {"data": "waiting for data", "forward": "forward", "backward": "ba
 BAR = 24  # characters of the longest bar
 
 
-def profile_table(profile: dict) -> Table:
-    """``--profile``: where the time of the training steps went, phase by phase, per step and as a share."""
+def profile_table(profile: dict) -> Table | Group:
+    """``--profile``: where the time of the training steps went, phase by phase, per step and as a share, and each
+    step's time in order (an epoch's evaluation, workers restarting, a slow batch show as peaks)."""
     updates, span = profile["updates"], profile["span_s"]
     table = Table(title=f"Where the time went: {updates} training steps in {span:.2f} s "
                         f"({1000 * span / updates:.1f} ms a step)", title_justify="left", box=None, pad_edge=False)
@@ -321,7 +322,12 @@ def profile_table(profile: dict) -> Table:
         share = seconds / span if span else 0.0
         table.add_row(PHASE_NAMES.get(phase, phase), f"{1000 * seconds / updates:.2f} ms", f"{share:.0%}",
                       "█" * max(0, round(BAR * seconds / largest)))
-    return table
+    steps = profile.get("steps_s") or []
+    if len(steps) < 2:
+        return table
+    line = Text(f"each step, in order: {sparkline(steps, 36)}  {1000 * min(steps):.3g} to "
+                f"{1000 * max(steps):.3g} ms")
+    return Group(table, line)
 
 
 def closing(report: Report, width: int, command: str, injected: str | None, verbose: bool,

@@ -48,7 +48,7 @@ def test_each_interval_goes_to_the_innermost_phase_and_the_span_ends_at_the_last
     t.wait(50)
     clock.leave("evaluation")
     summary = clock.summary(training_loaders={0})
-    assert summary["updates"] == 1 and summary["span_s"] == pytest.approx(10.5)
+    assert summary["updates"] == 1 and summary["span_s"] == pytest.approx(10.5) and summary["steps_s"] == [10.5]
     assert summary["phases"] == pytest.approx({"data": 3, "forward": 5, "backward": 0, "optimizer": 1,
                                                "evaluation": 0, "checker": 0.5, "other": 1})
 
@@ -127,6 +127,7 @@ def test_the_phase_that_takes_the_time_is_the_largest(tmp_path, source, slowest)
     phases = profile["phases"]
     assert max(phases, key=phases.get) == slowest and phases[slowest] > 0.5 * profile["span_s"]
     assert sum(phases.values()) == pytest.approx(profile["span_s"], rel=1e-6)
+    assert len(profile["steps_s"]) == 64 and sum(profile["steps_s"]) == pytest.approx(profile["span_s"], rel=1e-6)
 
 
 def test_no_profile_unless_asked(tmp_path):
@@ -140,3 +141,15 @@ def test_the_python_api_profiles_too(tmp_path):
     script.write_text(SLOW_DATA)
     report = check(script, profile=True, steps=8)
     assert report.profile["updates"] == 8 and check(script, steps=8).profile is None
+
+
+def test_step_times_past_the_points_kept_are_means_of_their_share():
+    t = FakeTime()
+    clock = PhaseClock(now=t)
+    clock.enter("forward")
+    for step in range(1000):
+        t.wait(2.0 if step % 100 == 99 else 1.0)  # an evaluation every 100 steps
+        clock.update_end()
+    steps = clock.summary(training_loaders=set())["steps_s"]
+    assert len(steps) == 256 and sum(steps) == pytest.approx(sum(clock.steps) * 256 / 1000, rel=0.01)
+    assert max(steps) > 1.2 and min(steps) == 1.0
