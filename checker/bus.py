@@ -63,11 +63,8 @@ class EventBus:
 
     def emit(self, event: Event, *args: Any) -> None:
         if self.clock is not None and self._listeners[event]:
-            self.clock.enter(CHECKER)
-            try:
+            with self.clock.phase(CHECKER):
                 self._dispatch(event, args)
-            finally:
-                self.clock.leave(CHECKER)
         else:
             self._dispatch(event, args)
 

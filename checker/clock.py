@@ -13,7 +13,9 @@ This module does not import torch.
 """
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -56,6 +58,15 @@ class PhaseClock:
             self._began = self._last = now
         self._charge(now)
         self._stack.append(phase)
+
+    @contextlib.contextmanager
+    def phase(self, phase) -> Iterator[None]:
+        """``phase`` for the time of a ``with`` block."""
+        self.enter(phase)
+        try:
+            yield
+        finally:
+            self.leave(phase)
 
     def leave(self, phase) -> None:
         """End ``phase`` (and any phase left open inside it: a hook whose pair never ran after an exception)."""

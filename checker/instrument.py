@@ -9,6 +9,7 @@ remembered, so that a script that removes or replaces it can be told apart.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import math
@@ -130,12 +131,9 @@ class Instrumentation:
         clock = self.session.clock
         if clock is None:
             return self.session.step_pre(optimizer, args, kwargs)
-        clock.enter(OPTIMIZER)
-        clock.enter(CHECKER)
-        try:
+        clock.enter(OPTIMIZER)  # left when the step ends (_step_post)
+        with clock.phase(CHECKER):
             return self.session.step_pre(optimizer, args, kwargs)
-        finally:
-            clock.leave(CHECKER)
 
     def _step_post(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         # A script that took ``init_process_group`` by name before the checker was installed (a spawned rank imports
@@ -147,11 +145,8 @@ class Instrumentation:
             self.session.step_post(optimizer)
             return
         clock.leave(OPTIMIZER)
-        clock.enter(CHECKER)
-        try:
+        with clock.phase(CHECKER):
             self.session.step_post(optimizer)
-        finally:
-            clock.leave(CHECKER)
 
     # -- plumbing -----------------------------------------------------------
     def _patch(self, owner: Any, name: str, replacement: Any) -> None:
@@ -172,16 +167,10 @@ class Instrumentation:
             if clock is None:
                 session.before_backward(loss)
                 return original(tensors, *args, **kwargs)
-            clock.enter(BACKWARD)
-            clock.enter(CHECKER)
-            try:
-                session.before_backward(loss)
-            finally:
-                clock.leave(CHECKER)
-            try:
+            with clock.phase(BACKWARD):
+                with clock.phase(CHECKER):
+                    session.before_backward(loss)
                 return original(tensors, *args, **kwargs)
-            finally:
-                clock.leave(BACKWARD)
 
         self._patch(torch.autograd, "backward", backward)
 
@@ -214,15 +203,10 @@ class Instrumentation:
             observed.workers = loader.num_workers if fresh else 0
             session.passes.append(observed)
             instrumentation._latest[id(loader)] = observed
-            clock = session.clock
-            if clock is not None:  # starting workers is part of the wait for data
-                clock.enter((DATA, key))
-            try:
-                with workers.observed(loader, session.channel_dir, key, observed.index):
-                    iterator = original(loader)
-            finally:
-                if clock is not None:
-                    clock.leave((DATA, key))
+            # starting the workers is part of the wait for data
+            waiting = session.clock.phase((DATA, key)) if session.clock is not None else contextlib.nullcontext()
+            with waiting, workers.observed(loader, session.channel_dir, key, observed.index):
+                iterator = original(loader)
             return ObservedIterator(iterator, session, observed, loader, began)
 
         self._patch(DataLoader, "__iter__", __iter__)

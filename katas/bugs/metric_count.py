@@ -6,9 +6,9 @@ import libcst as cst
 from katas.catalogue import Bug
 from katas.engine.context import LOADER, Context
 from katas.engine.operator import Example, Operator, Site, rewrite
+from katas.engine.patterns import loader_of
 from katas.engine.tree import find, method
 
-WRAPPERS = {"enumerate", "tqdm", "iter"}  # calls that iterate the loader they are given
 SAMPLE_COUNTS = {"size", "numel"}  # y.size(0), y.numel()
 
 
@@ -136,13 +136,6 @@ def counts_hits(ctx: Context, numerator: cst.CSTNode, scope: cst.CSTNode) -> boo
     names = [n.value for n in find(numerator, cst.Name) if not isinstance(ctx.parents.get(n), cst.Attribute)
              or ctx.parents[n].value is n]
     return any(compares(value) for name in names for _, value in assignments(ctx, scope, name))
-
-
-def loader_of(ctx: Context, iterable: cst.BaseExpression) -> cst.BaseExpression | None:
-    """The DataLoader a loop iterates: ``loader``, ``enumerate(loader)``, ``tqdm(loader, ...)``."""
-    while isinstance(iterable, cst.Call) and iterable.args and ctx.code(iterable.func).rsplit(".", 1)[-1] in WRAPPERS:
-        iterable = iterable.args[0].value
-    return iterable if isinstance(iterable, (cst.Name, cst.Attribute)) else None
 
 
 def evaluation_loops(ctx: Context, scope: cst.CSTNode) -> list[tuple[cst.CSTNode, cst.BaseExpression]]:

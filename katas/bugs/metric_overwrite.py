@@ -10,16 +10,10 @@ from __future__ import annotations
 
 import libcst as cst
 
+from katas.bugs.metric_count import compares
 from katas.catalogue import Bug
 from katas.engine.context import Context
 from katas.engine.operator import Example, Operator, Site, rewrite
-from katas.engine.tree import find, method
-
-
-def counts_matches(value: cst.BaseExpression) -> bool:
-    """Whether ``value`` compares for equality: ``pred == y``, ``pred.eq(y)``."""
-    return any(isinstance(c.operator, cst.Equal) for comparison in find(value, cst.Comparison)
-               for c in comparison.comparisons) or any(method(call) == "eq" for call in find(value, cst.Call))
 
 
 def root_name(target: cst.BaseExpression) -> str | None:
@@ -37,7 +31,7 @@ class OverwriteCount(Operator):
     def sites(self, ctx: Context) -> list[Site]:
         found = []
         for node in ctx.all(cst.AugAssign):
-            if not isinstance(node.operator, cst.AddAssign) or not counts_matches(node.value):
+            if not isinstance(node.operator, cst.AddAssign) or not compares(node.value):
                 continue
             loop, name = ctx.enclosing(node, (cst.For, cst.FunctionDef, cst.ClassDef)), root_name(node.target)
             if not isinstance(loop, cst.For) or name is None or not self.set_before(ctx, loop, name):

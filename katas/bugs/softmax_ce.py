@@ -6,7 +6,7 @@ import libcst as cst
 from katas.catalogue import Bug
 from katas.engine.context import KEEPS_ROLE, MODEL, Context
 from katas.engine.operator import Example, Operator, Site, rewrite
-from katas.engine.patterns import NO_GRAD
+from katas.engine.patterns import NO_GRAD, bound_arguments
 from katas.engine.tree import find, method
 
 CROSS_ENTROPY, BINARY = "cross-entropy", "binary"
@@ -139,16 +139,8 @@ def loss_objects(ctx: Context) -> dict:
                 else:
                     bind(target, kind_of(node.value))
         for call, callee, offset in calls:
-            params = callee.params
-            positional = [*params.posonly_params, *params.params][offset:]
-            for i, arg in enumerate(call.args):
-                if arg.keyword is not None:
-                    param = next((p for p in [*positional, *params.kwonly_params] if p.name.value == arg.keyword.value),
-                                 None)
-                else:
-                    param = positional[i] if i < len(positional) and not arg.star else None
-                if param is not None:
-                    bind(param.name, kind_of(arg.value))
+            for param, arg in bound_arguments(call, callee, offset):
+                bind(param.name, kind_of(arg.value))
         if bound == before:
             return bound
     return bound

@@ -21,27 +21,21 @@ from katas.bugs.val_grad import evaluates
 from katas.catalogue import Bug
 from katas.engine.context import Context
 from katas.engine.operator import Example, Operator, Site, rewrite
-from katas.engine.patterns import innermost_training_loops
+from katas.engine.patterns import bound_arguments, innermost_training_loops, loader_of
 from katas.engine.tree import find, method
 
-WRAPPERS = {"enumerate", "tqdm", "iter"}  # calls that iterate the data they are given first
 
-
-def looped_name(loop: cst.For | cst.CompFor) -> cst.Name | None:
+def looped_name(ctx: Context, loop: cst.For | cst.CompFor) -> cst.Name | None:
     """The name a loop iterates: ``for b in data``, ``for i, b in enumerate(data)``, ``tqdm(data)``."""
-    source = loop.iter
-    if isinstance(source, cst.Call) and isinstance(source.func, (cst.Name, cst.Attribute)) and source.args \
-            and source.args[0].keyword is None and not source.args[0].star:
-        name = source.func.value if isinstance(source.func, cst.Name) else source.func.attr.value
-        source = source.args[0].value if name in WRAPPERS else None
+    source = loader_of(ctx, loop.iter)
     return source if isinstance(source, cst.Name) else None
 
 
-def iterated(function: cst.FunctionDef) -> set[str]:
+def iterated(ctx: Context, function: cst.FunctionDef) -> set[str]:
     """The parameters ``function`` loops over, in a statement or a comprehension."""
     params = {p.name.value for p in function.params.params}
     return {name.value for loop in find(function.body, cst.For, cst.CompFor)
-            if (name := looped_name(loop)) is not None and name.value in params}
+            if (name := looped_name(ctx, loop)) is not None and name.value in params}
 
 
 def local_names(function: cst.FunctionDef) -> set[str]:
@@ -54,21 +48,16 @@ def local_names(function: cst.FunctionDef) -> set[str]:
 
 
 def argument(ctx: Context, call: cst.Call, function: cst.FunctionDef, name: str) -> cst.Arg | None:
-    """The argument of ``call`` bound to ``function``'s parameter ``name`` (positional or keyword; a method called
-    on an instance, unless static, binds ``self`` first)."""
-    params = [p.name.value for p in function.params.params]
-    if isinstance(ctx.enclosing(function, (cst.FunctionDef, cst.ClassDef)), cst.ClassDef) \
-            and isinstance(call.func, cst.Attribute) \
-            and not any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
-                        for d in function.decorators):
-        params = params[1:]
-    for i, arg in enumerate(call.args):
-        if arg.star:
-            return None
-        if (arg.keyword is None and i < len(params) and params[i] == name) or \
-                (arg.keyword is not None and arg.keyword.value == name):
-            return arg
-    return None
+    """The argument of ``call`` bound to ``function``'s parameter ``name`` (a method called on an instance, unless
+    static, binds ``self`` first); none behind a starred argument, whose place is not known."""
+    bound_self = isinstance(ctx.enclosing(function, (cst.FunctionDef, cst.ClassDef)), cst.ClassDef) \
+        and isinstance(call.func, cst.Attribute) \
+        and not any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
+                    for d in function.decorators)
+    if any(arg.star for arg in call.args):
+        return None
+    return next((arg for param, arg in bound_arguments(call, function, int(bound_self)) if param.name.value == name),
+                None)
 
 
 def data_names(ctx: Context, call: cst.Call, kind) -> list[cst.Arg]:
@@ -76,7 +65,7 @@ def data_names(ctx: Context, call: cst.Call, kind) -> list[cst.Arg]:
     found = []
     for function in ctx.callees(call):
         if kind(function):
-            for name in sorted(iterated(function)):
+            for name in sorted(iterated(ctx, function)):
                 arg = argument(ctx, call, function, name)
                 if arg is not None and isinstance(arg.value, cst.Name):
                     found.append(arg)
@@ -116,7 +105,7 @@ class EvaluateOnTrainingData(Operator):
     def loop_pairs(self, ctx: Context, trains, evaluation) -> list[tuple[cst.Name, cst.Name]]:
         training, evaluating = [], []
         for loop in ctx.all(cst.For):
-            name = looped_name(loop)
+            name = looped_name(ctx, loop)
             if name is not None:
                 (training if trains(loop) else evaluating if evaluation(loop) else []).append((loop, name))
 

@@ -17,6 +17,30 @@ ENDS_BLOCK = (cst.Return, cst.Raise, cst.Break, cst.Continue)
 TENSOR_DATASET = "torch.utils.data.TensorDataset"
 CONSTANT_TESTS = {"False": False, "None": False, "0": False, "TYPE_CHECKING": False, "typing.TYPE_CHECKING": False,
                   "True": True, "1": True, "__debug__": True}
+WRAPPERS = {"enumerate", "tqdm", "iter"}  # calls that iterate the loader they are given
+
+
+def loader_of(ctx: Context, iterable: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The DataLoader a loop iterates: ``loader``, ``enumerate(loader)``, ``tqdm(loader, ...)``."""
+    while isinstance(iterable, cst.Call) and iterable.args and ctx.code(iterable.func).rsplit(".", 1)[-1] in WRAPPERS:
+        iterable = iterable.args[0].value
+    return iterable if isinstance(iterable, (cst.Name, cst.Attribute)) else None
+
+
+def bound_arguments(call: cst.Call, function: cst.FunctionDef, offset: int = 0) -> list[tuple[cst.Param, cst.Arg]]:
+    """``(parameter, argument)`` for each argument of ``call`` that binds a parameter of ``function``, whose first
+    ``offset`` parameters the call fills itself (``self``): positional by position, keywords by name."""
+    params = function.params
+    positional = [*params.posonly_params, *params.params][offset:]
+    found = []
+    for i, arg in enumerate(call.args):
+        if arg.keyword is not None:
+            param = next((p for p in [*positional, *params.kwonly_params] if p.name.value == arg.keyword.value), None)
+        else:
+            param = positional[i] if i < len(positional) and not arg.star else None
+        if param is not None:
+            found.append((param, arg))
+    return found
 
 
 def call_statement(statement: cst.CSTNode) -> cst.Call | None:
