@@ -212,7 +212,10 @@ def observe(run: Callable[[], dict], device: str, channel_dir: str, key: str,
         outcome["prefix"] = session.prefix_stop
     if outcome.get("exit_called"):
         outcome.update(training_state(session))
-    return conclude(outcome)
+    try:
+        return conclude(outcome)
+    finally:
+        instrumentation.release_workers()
 
 
 def training_state(session) -> dict:

@@ -56,6 +56,7 @@ class Instrumentation:
         self._loaders: dict[int, int] = {}
         self._loader_refs: list[DataLoader] = []  # keeps id() unique for the whole run
         self._latest: dict[int, Pass] = {}  # id() of a DataLoader -> the pass its latest iteration started
+        self._with_workers: weakref.WeakSet = weakref.WeakSet()  # DataLoader iterators that started worker processes
         self._scheduler_init = 0
         self._stepping: list = []  # the schedulers whose step() is running, outermost first
         # The process groups the script made, held until the process ends: gloo's worker thread releases each finished
@@ -90,6 +91,19 @@ class Instrumentation:
         self._observe_construction()
         if launched():
             self._track_generators()
+
+    def release_workers(self) -> None:
+        """Shut down the worker processes of the DataLoader iterators still alive when the run ends, as deleting
+        them would have when the script's own references went: the loaders are held here to the end. The workers
+        then exit on their own and remove their temporary folders (a socket each) instead of being killed with the
+        run's process group and leaving them behind."""
+        for iterator in list(self._with_workers):
+            shutdown = getattr(iterator, "_shutdown_workers", None)
+            if shutdown is not None:
+                try:
+                    shutdown()
+                except Exception:  # noqa: BLE001 - the record is written; a worker that will not stop is killed
+                    pass
 
     def tampering(self) -> list[str]:
         """What of the checker's patches and hooks the script removed or replaced (empty when intact)."""
@@ -207,6 +221,8 @@ class Instrumentation:
             waiting = session.clock.phase((DATA, key)) if session.clock is not None else contextlib.nullcontext()
             with waiting, workers.observed(loader, session.channel_dir, key, observed.index):
                 iterator = original(loader)
+            if loader.num_workers > 0:
+                instrumentation._with_workers.add(iterator)
             return ObservedIterator(iterator, session, observed, loader, began)
 
         self._patch(DataLoader, "__iter__", __iter__)

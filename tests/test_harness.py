@@ -5,6 +5,7 @@ import importlib
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 from conftest import check
@@ -88,3 +89,36 @@ def test_a_crash_checked_warm_shows_the_scripts_own_frames_only(tmp_path, monkey
     assert report.verdict == "script-failed" and report.problem == f"the script raised {ERROR}"
     detail = report.to_json()["detail"]
     assert frames(detail) == FRAMES and detail.endswith(ERROR) and "runpy" not in detail
+
+
+PERSISTENT_WORKERS = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+def main():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
+    loader = DataLoader(data, batch_size=16, num_workers=2, persistent_workers=True)
+    for epoch in range(2):
+        for x, y in loader:
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+main()
+"""
+
+
+def test_persistent_workers_exit_on_their_own_and_leave_no_temporary_folder(tmp_path):
+    # A worker that sends batches makes a temporary folder (multiprocessing's, for its socket) that it removes as it
+    # exits; killed with the run's processes instead, it left one folder per worker behind at every check.
+    script = tmp_path / "persistent.py"
+    script.write_text(PERSISTENT_WORKERS)
+    with tempfile.TemporaryDirectory(prefix="kt-") as scratch:  # short: a socket's path must fit in 108 bytes
+        done = subprocess.run([sys.executable, "-m", "katas", "check", str(script)], capture_output=True, text=True,
+                              env={**child_env(), "TMPDIR": scratch}, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert sorted(p.name for p in Path(scratch).iterdir() if p.name.startswith("pymp-")) == []
