@@ -132,6 +132,8 @@ class Forward:
     modes: set[str] = field(default_factory=set)  # "active" / "inactive" dropout or batch-norm computations
     ref: Any = None  # a weak reference to the module
     setup: bool = False  # it ran while a module was being built (in an ``__init__``): a shape probe, a lazy dry run
+    probes_input: bool = False  # an input requires grad through a leaf that is no parameter (an adversarial
+    # perturbation, a saliency map's input): a backward reaching it reads the input's gradient, it trains nothing itself
 
 
 @dataclass

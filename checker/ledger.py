@@ -15,6 +15,8 @@ from checker.events import Event, Update
 from checker.params import ParamWatch, total_norm
 from checker.timeline import Timeline
 
+LEAF_WALK = 256  # autograd nodes read from a loss to find the plain tensors it trains (see before_backward)
+
 
 @dataclass(kw_only=True)
 class UpdateLedger(Timeline):
@@ -110,6 +112,10 @@ class UpdateLedger(Timeline):
         self._settle_backward()
         self._check_manual_update()
         self._settle_null_backward()
+        if not self.params.hooked_any():  # no module ran with parameters, no optimizer holds any: plain tensors
+            # trained by hand (``w = torch.randn(3, requires_grad=True)``, then ``w -= lr * w.grad``)
+            for leaf in tensors.grad_leaves(loss, LEAF_WALK) or []:
+                self.params.watch(leaf, self._on_grad)
         self.backwards += 1
         self._backward_pass = self.current.index if self.current is not None else None
         self._backwards_since_update += 1
@@ -122,6 +128,9 @@ class UpdateLedger(Timeline):
             self.loss_groups.append(-1)
             self._unapplied.append(len(self.losses) - 1)
         self.emit(Event.BACKWARD, loss)
+
+    def is_parameter(self, t: torch.Tensor) -> bool:
+        return isinstance(t, torch.nn.Parameter) or self.params.holds(t)
 
     def running(self, module: torch.nn.Module) -> None:
         """Watch the parameters a module runs with; a tensor computed from others that ``functional_call`` put in a
@@ -224,7 +233,7 @@ class UpdateLedger(Timeline):
     def _credit(self) -> None:
         """An update applied the gradients of the training forwards since the last one: credit their passes."""
         recent = self.forwards[self._unsettled:]
-        passes = {f.pass_index for f in recent if f.reached and f.pass_index is not None}
+        passes = {f.pass_index for f in recent if f.reached and not f.probes_input and f.pass_index is not None}
         for index in passes | ({self.current.index} if self.current is not None else set()):
             self.passes[index].updates += 1
         pending = [f.index for f in recent[-1:] if f.grad and not f.reached]  # a manual update is seen at the next backward

@@ -53,7 +53,16 @@ class ParamWatch:
         self._fingerprints: dict[int, Fingerprint] = {}  # not held, received gradient: id -> values last seen
         self._refs: dict[int, weakref.ref] = {}  # hooked parameters
         self._by_hand: set[int] = set()
+        self._versions: dict[int, int | None] = {}  # not held: id -> its version counter when last seen
         self._nonfinite = False  # a parameter trained by hand changed to NaN or infinite values
+
+    def hooked_any(self) -> bool:
+        return bool(self._refs)
+
+    def holds(self, t: torch.Tensor) -> bool:
+        """Whether ``t`` is a hooked parameter (an optimizer holds it, or a module ran with it)."""
+        ref = self._refs.get(id(t))
+        return ref is not None and ref() is t
 
     def _known(self, param: torch.Tensor) -> bool:
         """Whether ``param`` itself is hooked; forgets a freed parameter that had its id."""
@@ -66,6 +75,7 @@ class ParamWatch:
         del self._refs[pid]
         self._managed.discard(pid)
         self._fingerprints.pop(pid, None)
+        self._versions.pop(pid, None)
         self._by_hand.discard(pid)
         return False
 
@@ -83,6 +93,7 @@ class ParamWatch:
                 return
             if id(p) not in self._managed and id(p) not in self._fingerprints:
                 self._fingerprints[id(p)] = fingerprint(p)
+                self._versions[id(p)] = version_of(p)
             on_grad(p, grad)
 
         param.register_hook(on_gradient)
@@ -102,7 +113,12 @@ class ParamWatch:
         norms = fingerprints([p for _, p in alive])
         changed = []
         for (pid, p), norm in zip(alive, norms):
-            if not same(norm, self._fingerprints[pid]):
+            version, seen = version_of(p), self._versions.get(pid)
+            self._versions[pid] = version
+            # An update whose step is below the weights' resolution (a run converged to rounding) changes no value;
+            # once a parameter is known to be trained by hand, its being written in place counts all the same.
+            written = pid in self._by_hand and version is not None and seen is not None and version != seen
+            if not same(norm, self._fingerprints[pid]) or written:
                 self._fingerprints[pid] = norm
                 self._by_hand.add(pid)
                 self._nonfinite = self._nonfinite or not math.isfinite(norm[0])
@@ -116,6 +132,15 @@ class ParamWatch:
 
     def updated_by_hand(self) -> list[torch.Tensor]:
         return [p for pid in self._by_hand if (p := self._refs[pid]()) is not None]
+
+
+def version_of(t: torch.Tensor) -> int | None:
+    """A tensor's version counter (each in-place write moves it; a write through ``.data`` does not); None for a
+    kind that keeps none (an inference tensor)."""
+    try:
+        return t._version
+    except (RuntimeError, AttributeError):
+        return None
 
 
 Fingerprint = tuple[float, float]  # (norm, sum in float64)

@@ -129,6 +129,32 @@ def tensors_in(value: Any, limit: int = MAX_OUTPUT_TENSORS) -> list[torch.Tensor
     return found
 
 
+def grad_leaves(t: torch.Tensor, limit: int = 64) -> list[torch.Tensor] | None:
+    """The leaf tensors a gradient of ``t`` would reach (those that require grad), read from its autograd graph
+    without running it; None when the graph has more than ``limit`` nodes (a model's whole forward) or cannot be
+    read."""
+    if not t.requires_grad:
+        return []
+    if t.grad_fn is None:
+        return [t]
+    leaves, stack, seen = [], [t.grad_fn], set()
+    try:
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            if len(seen) > limit:
+                return None
+            variable = getattr(node, "variable", None)  # an AccumulateGrad node: the leaf it writes .grad to
+            if isinstance(variable, torch.Tensor):
+                leaves.append(variable)
+            stack.extend(fn for fn, _ in node.next_functions)
+    except (RuntimeError, AttributeError):
+        return None
+    return leaves
+
+
 def find_labels(batch: Any) -> torch.Tensor | None:
     """The batch's class labels: its last one-dimensional integral tensor (``(x, y)`` → ``y``)."""
     if isinstance(batch, dict):

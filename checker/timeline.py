@@ -151,7 +151,9 @@ class Timeline(EventBus):
         if forward.setup:  # part of building a module: neither training nor an evaluation
             return None
         if forward.reached:
-            return TRAIN
+            if not forward.probes_input:
+                return TRAIN
+            return self.role(forward.pass_index)  # an attack or a saliency map: the phase of the pass it ran in
         if any(self.forwards[i].reached for i in forward.fed):
             return None  # a GAN's generated batch, or a frozen feature extractor's features: part of training
         if forward.grad and self.role(forward.pass_index) == TRAIN:
@@ -205,10 +207,11 @@ class Timeline(EventBus):
         if self.current is not None and not self._batch_used:
             self.current.batches += 1
             self._batch_used = True
-        forward = Forward(len(self.forwards), self.serial(module), type(module).__name__, torch.is_grad_enabled(),
+        grad = torch.is_grad_enabled()
+        forward = Forward(len(self.forwards), self.serial(module), type(module).__name__, grad,
                           self.current.index if self.current is not None else None,
                           tensors.leading(inputs[0]) if inputs else None, ref=weakref.ref(module),
-                          setup=constructing())
+                          setup=constructing(), probes_input=grad and any(self._probes(t) for t in inputs))
         for t in inputs:
             held = self._unused_outputs.get(tensors.storage_key(t))
             if held is not None and held[0]() is not None:  # still alive: the pointer was not reused
@@ -222,11 +225,26 @@ class Timeline(EventBus):
         self.forward = self.last_forward = forward
         self.emit(Event.FORWARD, forward)
 
+    def is_parameter(self, t: torch.Tensor) -> bool:
+        """Whether a leaf tensor is trained (the update ledger also knows the plain tensors optimizers hold)."""
+        return isinstance(t, nn.Parameter)
+
+    def _probes(self, t: torch.Tensor) -> bool:
+        """Whether a forward's input requires grad through a leaf that is no parameter: the input itself made to
+        require grad, or a perturbation added to it (``model(x + delta)``). A graph too large to read (a generator's
+        output fed to a discriminator) is not such an input."""
+        if not t.requires_grad:
+            return False
+        leaves = tensors.grad_leaves(t)
+        return bool(leaves) and any(not self.is_parameter(leaf) for leaf in leaves)
+
     def _end_forward(self, forward: Forward, output: Any) -> None:
         def reached(grad: torch.Tensor) -> None:
             if not forward.reached:
                 forward.reached = True
-                if forward.pass_index is not None:
+                # A backward through an attacked input reads the input's gradient: it makes its pass a training
+                # pass only when an update follows in that pass (adversarial training), not in a robustness test.
+                if forward.pass_index is not None and not forward.probes_input:
                     observed = self.passes[forward.pass_index]
                     observed.reached = True
                     self._train_loaders.add(observed.loader)

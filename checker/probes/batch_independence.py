@@ -12,6 +12,12 @@ sample but the first replaced by other token ids drawn from the batch (padding
 positions, and sample 1, kept as they were; a fixed generator). Sample 1's outputs
 (every output whose leading dimension is the batch's) must not change.
 
+When they change and the tokens have a second dimension, the same comparison is made along it (every
+sample but the first of the second dimension replaced, each output's first entry along it compared): tokens laid
+out time first, ``(time, batch)``, the default of ``nn.Transformer`` and of the recurrent layers, have time as
+their first dimension, along which a sequence model mixes by design. Where the outputs do not move that way, the
+samples are the second dimension's and that comparison is the one judged.
+
 * pass: they change by at most 1e-6 of their scale;
 * fail: by more than 1e-3 of it;
 * cannot tell in between, or when the copy cannot be run.
@@ -26,7 +32,9 @@ Why a correct script does not fail. In eval mode every standard layer computes e
 sample from that sample alone (dropout off, batch-norm on its running statistics), so
 changing other samples' tokens leaves sample 1's arithmetic bit for bit the same. A
 model that normalises with batch statistics even in eval mode is not compared (cannot
-tell). Padding positions are kept, so masks and lengths stay valid.
+tell). Padding positions are kept, so masks and lengths stay valid. A model fed ``(time, batch)`` tokens
+moves along the first dimension (its positions attend to each other, or a recurrence carries them) and not along
+the second; a reshape that mixes samples moves the outputs along both.
 
 Not applicable when no training forward takes token ids, every batch seen holds one
 sample, or no output has one row per sample (outputs flattened over time, tokens laid out
@@ -62,6 +70,7 @@ class Observation:
     scale: float = 0.0  # largest magnitude of sample 1's outputs
     batch_dependent: str = ""
     per_sample: bool = True  # some output has one row per sample of the token input
+    time_first: bool = False  # the tokens are laid out (time, batch): the samples compared along the second dimension
 
 
 class Observer:
@@ -106,7 +115,7 @@ class Observer:
 def check(session, found) -> Observation:
     import torch
 
-    from checker.probes._shared.token_inputs import batch_dependent, convert, float_copy, float_outputs, isolated, unwrap
+    from checker.probes._shared.token_inputs import batch_dependent, float_copy, isolated, unwrap
 
     module = unwrap(found.module)
     n = int(found.tokens.shape[0])
@@ -117,20 +126,6 @@ def check(session, found) -> Observation:
     obs.batch_dependent = batch_dependent(module)
     if obs.batch_dependent:
         return obs
-    tokens = found.tokens.detach()
-    real = tokens != found.pad if found.pad is not None else torch.ones_like(tokens, dtype=torch.bool)
-    real[0] = False
-    pool = torch.unique(tokens[tokens != found.pad] if found.pad is not None else tokens)
-    generator = torch.Generator().manual_seed(SEED)
-    drawn = pool.cpu()[torch.randint(len(pool), tuple(tokens.shape), generator=generator)].to(tokens.device)
-    changed = torch.where(real, drawn, tokens)
-
-    def same(t, replacement):
-        if t is found.tokens:
-            return replacement
-        t = t.detach()
-        return t.float() if t.is_floating_point() else t
-
     with isolated(session, module):
         try:
             twin = float_copy(module)
@@ -138,25 +133,67 @@ def check(session, found) -> Observation:
             obs.problem = f"the model could not be copied ({type(exc).__name__}: {exc})"
             return obs
         try:
-            runs = []
-            for replacement in (tokens, changed):
-                torch.manual_seed(0)
-                args = convert(found.args, lambda t: same(t, replacement))
-                kwargs = convert(found.kwargs, lambda t: same(t, replacement))
-                runs.append([t for t in float_outputs(twin(*args, **kwargs)) if t.dim() >= 1 and t.shape[0] == n])
+            compared = compare(twin, found, 0)
+            if compared is not None and changed(*compared) and found.tokens.dim() >= 2 and found.tokens.shape[1] >= 2:
+                # Tokens laid out time first ((T, B), nn.Transformer's and nn.LSTM's default): the first dimension
+                # is time, along which a sequence model mixes by design; the samples are the second one.
+                across = compare(twin, found, 1)
+                if across is not None and not changed(*across):
+                    compared, obs.samples, obs.time_first = across, int(found.tokens.shape[1]), True
         except Exception as exc:
             obs.problem = f"the model's forward failed on the copy ({type(exc).__name__}: {exc})"
             return obs
-    pairs = [(a[0], b[0]) for a, b in zip(*runs) if a.shape == b.shape]
-    if not pairs:
+    if compared is None:
         obs.per_sample = False
         return obs
-    if not all(bool(a.isfinite().all()) and bool(b.isfinite().all()) for a, b in pairs):
+    change, scale = compared
+    if change is None:
         obs.problem = "an output of the copy is not finite"
         return obs
-    obs.change = max(float((a - b).abs().max()) for a, b in pairs)
-    obs.scale = max(float(a.abs().max()) for a, _ in pairs)
+    obs.change, obs.scale = change, scale
     return obs
+
+
+def compare(twin, found, dim: int) -> tuple[float | None, float] | None:
+    """Run the copy on the batch, then with the real tokens of every sample but the first along ``dim`` replaced:
+    (the largest change of that sample's outputs, their largest magnitude); change None when an output is not
+    finite; None when no output has one entry per sample along ``dim``."""
+    import torch
+
+    from checker.probes._shared.token_inputs import convert, float_outputs
+
+    tokens = found.tokens.detach()
+    n = int(tokens.shape[dim])
+    real = tokens != found.pad if found.pad is not None else torch.ones_like(tokens, dtype=torch.bool)
+    real.select(dim, 0).fill_(False)
+    pool = torch.unique(tokens[tokens != found.pad] if found.pad is not None else tokens)
+    generator = torch.Generator().manual_seed(SEED)
+    drawn = pool.cpu()[torch.randint(len(pool), tuple(tokens.shape), generator=generator)].to(tokens.device)
+    replaced = torch.where(real, drawn, tokens)
+
+    def same(t, replacement):
+        if t is found.tokens:
+            return replacement
+        t = t.detach()
+        return t.float() if t.is_floating_point() else t
+
+    runs = []
+    for replacement in (tokens, replaced):
+        torch.manual_seed(0)
+        args = convert(found.args, lambda t: same(t, replacement))
+        kwargs = convert(found.kwargs, lambda t: same(t, replacement))
+        runs.append([t for t in float_outputs(twin(*args, **kwargs)) if t.dim() > dim and t.shape[dim] == n])
+    pairs = [(a.select(dim, 0), b.select(dim, 0)) for a, b in zip(*runs) if a.shape == b.shape]
+    if not pairs:
+        return None
+    if not all(bool(a.isfinite().all()) and bool(b.isfinite().all()) for a, b in pairs):
+        return None, 0.0
+    return max(float((a - b).abs().max()) for a, b in pairs), max(float(a.abs().max()) for a, _ in pairs)
+
+
+def changed(change: float | None, scale: float) -> bool:
+    """Whether a comparison found the first sample's outputs moved beyond rounding (or could not be read)."""
+    return change is None or change > SAME * scale
 
 
 def judge(obs: Observation, facts: RunFacts) -> Finding:
@@ -177,8 +214,9 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
         why = f"{obs.model} was not compared: {obs.problem or 'nothing was compared'}"
         return Finding(ID, TITLE, CANNOT_TELL, message=why, observed=why)
     relative = obs.change / obs.scale if obs.scale > 0 else (0.0 if obs.change == 0 else float("inf"))
-    where = (f"on a float32 eval copy of {obs.model}, {obs.samples} samples, the other samples' tokens replaced: the "
-             f"first sample's outputs changed by {obs.change:.2g} (outputs up to {obs.scale:.2g})")
+    layout = " (tokens laid out time first: the samples along the second dimension)" if obs.time_first else ""
+    where = (f"on a float32 eval copy of {obs.model}, {obs.samples} samples{layout}, the other samples' tokens "
+             f"replaced: the first sample's outputs changed by {obs.change:.2g} (outputs up to {obs.scale:.2g})")
     measured, threshold = f"{relative:.2g}", f"≤ {SAME:.0e}"
     if relative <= SAME:
         return Finding(ID, TITLE, PASS, measured, threshold, where,

@@ -92,7 +92,7 @@ class Observer:
             if phase != "eval":
                 continue
             obs.evaluations += 1
-            built = f.index in self.built
+            built = f.index in self.built and not f.reached  # a backward used it: an attack's input gradient
             if not validation(session, f, last_trained):
                 obs.other_built += built
                 continue
