@@ -77,6 +77,7 @@ class Event(enum.Enum):
     GENERATOR = "generator"
     LOG_SOFTMAX = "log-softmax"
     AUTOGRAD_GRAD = "autograd-grad"
+    PACKED = "packed"  # pack_padded_sequence ran: a recurrent layer will skip the padded positions
 
 
 @dataclass

@@ -82,6 +82,7 @@ class Instrumentation:
         self._wrap_mode_functions()
         self._wrap_losses()
         self._wrap_log_softmax()
+        self._wrap_packing()
         self._wrap_autograd_grad()
         self._wrap_grad_scaler()
         self._wrap_schedulers()
@@ -240,6 +241,19 @@ class Instrumentation:
             return RecordedSampler(sampler, latest, id(loader))
 
         self._patch(DataLoader, "_index_sampler", property(_index_sampler))
+
+    def _wrap_packing(self) -> None:
+        """``pack_padded_sequence``: the padded batch goes on to a recurrent layer packed, its padding skipped."""
+        from torch.nn.utils import rnn
+
+        original, session = rnn.pack_padded_sequence, self.session
+
+        @functools.wraps(original)
+        def pack_padded_sequence(*args: Any, **kwargs: Any):
+            session.emit(Event.PACKED)
+            return original(*args, **kwargs)
+
+        self._patch(rnn, "pack_padded_sequence", pack_padded_sequence)
 
     def _wrap_clip(self) -> None:
         from torch.nn.utils import clip_grad

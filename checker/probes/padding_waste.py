@@ -81,9 +81,10 @@ every row had the same length (nothing to pad), or when no padding id could be
 found (no mask, no ``padding_idx`` that occurs, no trailing run: fixed-length
 sequences).
 
-Not caught: a model that packs a padded batch itself (``pack_padded_sequence``)
-spends no recurrent compute on the padding but is judged by the padded batch it
-received; a collate function that returns a ``PackedSequence`` is not applicable.
+Not applicable either when every judged pass of a loader packed its padded batches
+(``pack_padded_sequence`` ran during the pass): the recurrent layers then skip the
+padded positions, and what is left on them (an embedding lookup) costs little. A
+collate function that returns a ``PackedSequence`` is not applicable (no token tensor).
 """
 from __future__ import annotations
 
@@ -117,6 +118,7 @@ class Observation:
     loaders: list[dict] = field(default_factory=list)
     token_batches: bool = False  # some training batch held a 2-D integer tensor
     trained_from_loaders: bool = False
+    packed: int = 0  # training loaders whose every judged pass packed its batches (pack_padded_sequence)
 
 
 class Observer:
@@ -129,6 +131,12 @@ class Observer:
         self.pads: list[int] = []  # their embeddings' padding_idx
         session.on(Event.BATCH, ID, self.on_batch)
         session.on(Event.FORWARD, ID, self.on_forward)
+        session.on(Event.PACKED, ID, self.on_packed)
+        self.packed: set[int] = set()  # passes during which a padded batch was packed
+
+    def on_packed(self) -> None:
+        if self.session.current is not None:
+            self.packed.add(self.session.current.index)
 
     def on_forward(self, forward) -> None:
         if forward.module in self.models or not self.kept:
@@ -172,6 +180,9 @@ class Observer:
             if loader not in train:
                 continue
             obs.token_batches = True
+            if all(index in self.packed for index, *_ in kept):  # the recurrent layers skip the padding
+                obs.packed += 1
+                continue
             found = padding_id(kept, pads)
             if found is None:  # no padding id: fixed-length sequences, nothing to judge
                 continue
@@ -308,6 +319,10 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
                else "no DataLoader fed training: there are no collated batches to measure")
         return Finding(ID, TITLE, NOT_APPLICABLE, message=f"not judged: {why}", observed=why)
     measured = [(f, loader) for loader in obs.loaders if (f := figures(loader)) is not None]
+    if not measured and obs.packed:
+        why = ("the padded training batches were packed (pack_padded_sequence) before the recurrent layers, which "
+               "then skip the padded positions: the padding costs them no compute")
+        return Finding(ID, TITLE, NOT_APPLICABLE, message=f"not judged: {why}", observed=why)
     if not measured:
         why = ("no padding was found in the token batches: no mask of the tokens' shape, no embedding padding_idx "
                "that occurs in them, and no value trailing most rows (fixed-length sequences)")
