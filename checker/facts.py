@@ -32,6 +32,8 @@ class RunFacts:
     loss_groups: list[int] = field(default_factory=list)  # per loss, the updater that applied it (-1: none)
     optimizers: int = 0
     adversarial: bool = False  # optimizers take turns on disjoint parameters that one backward pass couples
+    policy_gradient: bool = False  # actions sampled from distributions, and the log-probability of sampled values
+    # (no gradient of their own) taken with gradients: a score-function objective
     trained_params: int = 0
     params_finite: bool = True
     eval_forwards: int = 0

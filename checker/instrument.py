@@ -83,6 +83,7 @@ class Instrumentation:
         self._wrap_losses()
         self._wrap_log_softmax()
         self._wrap_packing()
+        self._wrap_distributions()
         self._wrap_autograd_grad()
         self._wrap_grad_scaler()
         self._wrap_schedulers()
@@ -241,6 +242,38 @@ class Instrumentation:
             return RecordedSampler(sampler, latest, id(loader))
 
         self._patch(DataLoader, "_index_sampler", property(_index_sampler))
+
+    def _wrap_distributions(self) -> None:
+        """``torch.distributions``: a ``sample()`` drawn, and a ``log_prob`` with gradients of a value that has none
+        (the log-probability of an action sampled earlier, as a policy gradient scores it), counted on the session.
+        Each distribution class defines its own methods: each one that does is wrapped."""
+        import torch.distributions as distributions
+
+        session = self.session
+
+        def sampled(original: Callable) -> Callable:
+            @functools.wraps(original)
+            def sample(*args: Any, **kwargs: Any):
+                session.samples_drawn += 1
+                return original(*args, **kwargs)
+            return sample
+
+        def scored(original: Callable) -> Callable:
+            @functools.wraps(original)
+            def log_prob(distribution: Any, value: Any, *args: Any, **kwargs: Any):
+                result = original(distribution, value, *args, **kwargs)
+                if isinstance(result, torch.Tensor) and result.requires_grad and isinstance(value, torch.Tensor) \
+                        and not value.requires_grad:
+                    session.score_terms += 1
+                return result
+            return log_prob
+
+        classes = {id(c): c for c in vars(distributions).values() if isinstance(c, type)}
+        for cls in classes.values():
+            if issubclass(cls, distributions.Distribution):
+                for name, wrap in (("sample", sampled), ("log_prob", scored)):
+                    if name in vars(cls):
+                        self._patch(cls, name, wrap(vars(cls)[name]))
 
     def _wrap_packing(self) -> None:
         """``pack_padded_sequence``: the padded batch goes on to a recurrent layer packed, its padding skipped."""

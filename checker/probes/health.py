@@ -23,7 +23,9 @@ Criteria (each its own row; a criterion whose premise the run does not meet says
   labels, ends at least 5 % below ln(k) (a model that learned only the labels'
   mean falls steadily onto chance); not judged when no loss went through ``backward()`` (gradients from
   ``torch.autograd.grad`` or ``torch.func.grad``, assigned to ``.grad``), nor when two optimizers take turns on disjoint
-  parameters (adversarial training), for a stage that began at the level where an
+  parameters (adversarial training), nor for a policy gradient (the run samples from ``torch.distributions`` and
+  takes the log-probability of sampled values with gradients: PPO, actor-critic; its loss weighs them by returns
+  that move as the policy learns), for a stage that began at the level where an
   earlier stage's loss had settled (it continues a trained model), per forward where each loss
   sums a varying number of forwards (see ``objective_falls``), or where a copy of the trained network
   runs at every update (a target network, a teacher averaged from the student: the targets the loss
@@ -195,6 +197,10 @@ def loss_falls(facts: RunFacts, classes: int | None = None, learned: str = "",
     if facts.adversarial:
         return _row("loss-falls", None, "", "", "not judged: two optimizers take turns on disjoint parameters "
                                                 "(adversarial training), where losses need not fall")
+    if facts.policy_gradient:
+        return _row("loss-falls", None, "", "", "not judged: the loss scores the log-probabilities of actions sampled "
+                                                "from the model's own distributions (a policy gradient), whose "
+                                                "returns and advantages move as the policy learns: it need not fall")
     if moving:
         return _row("loss-falls", None, "", "", f"not judged: a copy of the trained network runs at every update "
                                                 f"({moving}): the targets it gives move as the network learns "
