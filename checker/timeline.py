@@ -153,7 +153,9 @@ class Timeline(EventBus):
         if forward.reached:
             if not forward.probes_input:
                 return TRAIN
-            return self.role(forward.pass_index)  # an attack or a saliency map: the phase of the pass it ran in
+            # An attack or a saliency map: evaluation in an evaluation pass; inside training (adversarial training,
+            # TRADES's attack run in eval mode between training forwards), part of training that is neither.
+            return EVAL if self.role(forward.pass_index) == EVAL else None
         if any(self.forwards[i].reached for i in forward.fed):
             return None  # a GAN's generated batch, or a frozen feature extractor's features: part of training
         if forward.grad and self.role(forward.pass_index) == TRAIN:

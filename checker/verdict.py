@@ -120,6 +120,10 @@ class Report:
             "log": self.log_path,
         }
 
+# A script that ran without ever training through autograd: nothing stopped it, and nothing can be judged.
+NO_TRAINING = ("no training was observed: the script never called backward() or updated a parameter after one "
+               "(kata check observes training through autograd)")
+
 
 def symptom_title(probe: str) -> str:
     known = BY_ID.get(probe)
@@ -195,7 +199,7 @@ def _judge(run: Run, script: str, device: str, limits: Limits, expect: Expectati
                         "be judged; this is the checker's failure, not necessarily the script's")
         why = (f"the script exited ({exit_name(outcome)}) before any training was observed"
                if outcome.get("exit_called") else
-               "no training was observed: the script never called backward() or updated a parameter")
+               NO_TRAINING)
         return _set(report, Verdict.SCRIPT_FAILED, why)
     if outcome["status"] == "prefix":
         facts.prefix = outcome["prefix"]["updates"]

@@ -25,7 +25,7 @@ from rich.text import Text
 
 from checker.exits import Verdict
 from checker.findings import ADVICE, CANNOT_TELL, ERROR, FAIL, NOT_APPLICABLE, PASS, Finding, Status
-from checker.verdict import SYMPTOMS, Report, symptom_title
+from checker.verdict import NO_TRAINING, SYMPTOMS, Report, symptom_title
 from katas.plots import Plot, evidence, sparkline
 from katas.terminal import columns
 
@@ -242,6 +242,8 @@ NEXT_STEP = {
     Verdict.INTERRUPTED: "Stopped before the end; nothing was judged: {rerun}.",
     Verdict.USAGE: "Nothing ran: run {command} on a machine with CUDA, or without --device cuda.",
 }
+NOTHING_TRAINED = ("Nothing stopped the script and nothing was judged: point {command} at a script that trains with "
+                   "autograd (gradients computed by hand are not observed).")
 INJECTED = {"fixed": "green", "still present": "bold red", "cannot tell": "yellow", "not checked": "yellow"}
 
 
@@ -359,5 +361,6 @@ def closing(report: Report, width: int, command: str, injected: str | None, verb
                         "see what is left: [bold]kata[/]")
         return tail
     shown = f"[bold]{escape(command)}[/]"
-    tail.append(NEXT_STEP[report.verdict].format(command=shown, rerun=rerun or f"run {shown} again"))
+    step = NOTHING_TRAINED if report.problem == NO_TRAINING else NEXT_STEP[report.verdict]
+    tail.append(step.format(command=shown, rerun=rerun or f"run {shown} again"))
     return tail

@@ -114,6 +114,23 @@ def test_a_script_that_never_trains_is_reported_as_such(tmp_path):
     assert "no training was observed" in json.loads(result.output)["problem"]
 
 
+HAND_GRADIENTS = """\
+import torch
+x = torch.linspace(-1, 1, 64)
+w = torch.zeros(())
+for step in range(100):
+    w -= 0.1 * (2 * (w * x - 3 * x) * x).mean()  # the gradient of the squared error, worked out by hand
+print(float(w))
+"""
+
+
+def test_a_script_that_trains_without_autograd_is_not_told_it_was_stopped(tmp_path):
+    result = kata("check", str(write(tmp_path, "by_hand.py", HAND_GRADIENTS)))
+    assert result.exit_code == 3
+    assert "no training was observed" in result.output and "Nothing stopped the script" in result.output
+    assert "Fix what stopped the script" not in result.output
+
+
 def test_checking_never_touches_the_file_or_its_folder(tmp_path):
     script = write(tmp_path, "train.py", (FIXTURES / "baseline.py").read_text().replace("import kit", "import kit  # local"))
     (tmp_path / "kit.py").write_text((FIXTURES / "kit.py").read_text())

@@ -113,8 +113,6 @@ class Observer:
 
 
 def check(session, found) -> Observation:
-    import torch
-
     from checker.probes._shared.token_inputs import batch_dependent, float_copy, isolated, unwrap
 
     module = unwrap(found.module)
@@ -134,11 +132,11 @@ def check(session, found) -> Observation:
             return obs
         try:
             compared = compare(twin, found, 0)
-            if compared is not None and changed(*compared) and found.tokens.dim() >= 2 and found.tokens.shape[1] >= 2:
+            if (compared is None or changed(*compared)) and found.tokens.dim() >= 2 and found.tokens.shape[1] >= 2:
                 # Tokens laid out time first ((T, B), nn.Transformer's and nn.LSTM's default): the first dimension
                 # is time, along which a sequence model mixes by design; the samples are the second one.
                 across = compare(twin, found, 1)
-                if across is not None and not changed(*across):
+                if across is not None and (compared is None or not changed(*across)):
                     compared, obs.samples, obs.time_first = across, int(found.tokens.shape[1]), True
         except Exception as exc:
             obs.problem = f"the model's forward failed on the copy ({type(exc).__name__}: {exc})"
@@ -155,9 +153,11 @@ def check(session, found) -> Observation:
 
 
 def compare(twin, found, dim: int) -> tuple[float | None, float] | None:
-    """Run the copy on the batch, then with the real tokens of every sample but the first along ``dim`` replaced:
-    (the largest change of that sample's outputs, their largest magnitude); change None when an output is not
-    finite; None when no output has one entry per sample along ``dim``."""
+    """Whether the entries along ``dim`` are independent samples: the copy run on the batch, then with the real tokens
+    of every entry but the first replaced (the first entry's outputs must not move), then with those of the first
+    replaced (the others' outputs must not move: a causal model's later positions do). Returns the larger change,
+    relative to its outputs' magnitude, as (change, magnitude); change None when an output is not finite; None when
+    no output has one entry per sample along ``dim``, or every such output is zero wherever it is compared."""
     import torch
 
     from checker.probes._shared.token_inputs import convert, float_outputs
@@ -165,34 +165,47 @@ def compare(twin, found, dim: int) -> tuple[float | None, float] | None:
     tokens = found.tokens.detach()
     n = int(tokens.shape[dim])
     real = tokens != found.pad if found.pad is not None else torch.ones_like(tokens, dtype=torch.bool)
-    real.select(dim, 0).fill_(False)
     pool = torch.unique(tokens[tokens != found.pad] if found.pad is not None else tokens)
     generator = torch.Generator().manual_seed(SEED)
     drawn = pool.cpu()[torch.randint(len(pool), tuple(tokens.shape), generator=generator)].to(tokens.device)
-    replaced = torch.where(real, drawn, tokens)
+    first = torch.zeros_like(real)
+    first.select(dim, 0).fill_(True)
 
-    def same(t, replacement):
-        if t is found.tokens:
-            return replacement
-        t = t.detach()
-        return t.float() if t.is_floating_point() else t
+    def run(replacement):
+        def same(t):
+            if t is found.tokens:
+                return replacement
+            t = t.detach()
+            return t.float() if t.is_floating_point() else t
 
-    runs = []
-    for replacement in (tokens, replaced):
         torch.manual_seed(0)
-        args = convert(found.args, lambda t: same(t, replacement))
-        kwargs = convert(found.kwargs, lambda t: same(t, replacement))
-        runs.append([t for t in float_outputs(twin(*args, **kwargs)) if t.dim() > dim and t.shape[dim] == n])
-    pairs = [(a.select(dim, 0), b.select(dim, 0)) for a, b in zip(*runs) if a.shape == b.shape]
-    if not pairs:
+        out = twin(*convert(found.args, same), **convert(found.kwargs, same))
+        return [t for t in float_outputs(out) if t.dim() > dim and t.shape[dim] == n]
+
+    base = run(tokens)
+    if not base:
         return None
-    if not all(bool(a.isfinite().all()) and bool(b.isfinite().all()) for a, b in pairs):
-        return None, 0.0
-    return max(float((a - b).abs().max()) for a, b in pairs), max(float(a.abs().max()) for a, _ in pairs)
+    worst = None
+    for kept, replaced in ((first, real & ~first), (~first, real & first)):
+        for a, b in zip(base, run(torch.where(replaced, drawn, tokens))):
+            if a.shape != b.shape:
+                continue
+            keep = kept.reshape(kept.shape + (1,) * (a.dim() - kept.dim())) if a.shape[:kept.dim()] == kept.shape \
+                else kept.select(1 - dim, 0).reshape((1,) * dim + (n,) + (1,) * (a.dim() - dim - 1))
+            a, b = a[keep.expand_as(a)], b[keep.expand_as(b)]
+            if not (bool(a.isfinite().all()) and bool(b.isfinite().all())):
+                return None, 0.0
+            scale = float(a.abs().max()) if a.numel() else 0.0
+            if scale == 0.0:  # zero wherever compared (a buffer the model never fills): it tells nothing
+                continue
+            change = float((a - b).abs().max())
+            if worst is None or change / scale > worst[0] / worst[1]:
+                worst = (change, scale)
+    return worst
 
 
 def changed(change: float | None, scale: float) -> bool:
-    """Whether a comparison found the first sample's outputs moved beyond rounding (or could not be read)."""
+    """Whether a comparison found outputs that moved beyond rounding (or could not be read)."""
     return change is None or change > SAME * scale
 
 

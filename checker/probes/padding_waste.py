@@ -81,10 +81,10 @@ every row had the same length (nothing to pad), or when no padding id could be
 found (no mask, no ``padding_idx`` that occurs, no trailing run: fixed-length
 sequences).
 
-Not applicable either when every judged pass of a loader packed its padded batches
-(``pack_padded_sequence`` ran during the pass): the recurrent layers then skip the
-padded positions, and what is left on them (an embedding lookup) costs little. A
-collate function that returns a ``PackedSequence`` is not applicable (no token tensor).
+A loader every judged pass of which packed its padded batches (``pack_padded_sequence``
+ran during the pass) passes whatever its padding: the recurrent layers skip the padded
+positions, and what is left on them (an embedding lookup) costs little. A collate
+function that returns a ``PackedSequence`` is not applicable (no token tensor).
 """
 from __future__ import annotations
 
@@ -320,9 +320,9 @@ def judge(obs: Observation, facts: RunFacts) -> Finding:
         return Finding(ID, TITLE, NOT_APPLICABLE, message=f"not judged: {why}", observed=why)
     measured = [(f, loader) for loader in obs.loaders if (f := figures(loader)) is not None]
     if not measured and obs.packed:
-        why = ("the padded training batches were packed (pack_padded_sequence) before the recurrent layers, which "
-               "then skip the padded positions: the padding costs them no compute")
-        return Finding(ID, TITLE, NOT_APPLICABLE, message=f"not judged: {why}", observed=why)
+        seen = ("the padded training batches were packed (pack_padded_sequence) before the recurrent layers, which "
+                "then skip the padded positions: the padding costs them no compute")
+        return Finding(ID, TITLE, PASS, "packed", "packed, or little padding", seen, observed=seen)
     if not measured:
         why = ("no padding was found in the token batches: no mask of the tokens' shape, no embedding padding_idx "
                "that occurs in them, and no value trailing most rows (fixed-length sequences)")
