@@ -39,6 +39,7 @@ class UpdateLedger(Timeline):
     _backwards_since_update: int = 0
     _last_updater: int | None = None
     _alternations: int = 0  # updates by another optimizer than the last, with a backward in between
+    _joint_steps: int = 0  # updates by another optimizer than the last, with no backward in between
     _hand_models: set[int] = field(default_factory=set)  # top-level modules that had parameters updated by hand
     _hand_trained: set[int] = field(default_factory=set)  # ids of their parameters
     _owners: dict[int, int] = field(default_factory=dict)  # parameter id -> id of the optimizer holding it
@@ -247,8 +248,11 @@ class UpdateLedger(Timeline):
             self._train_loaders.add(self.current.loader)
         if self.updates == 0:
             self.backwards_before_first_update = self.backwards
-        if updater != self._last_updater and self._last_updater is not None and self._backwards_since_update:
-            self._alternations += 1
+        if updater != self._last_updater and self._last_updater is not None:
+            if self._backwards_since_update:
+                self._alternations += 1
+            else:  # two optimizers applying one backward pass: one model's parts (an encoder and a decoder)
+                self._joint_steps += 1
         self._last_updater = updater
         group = self._updaters.setdefault(updater, len(self._updaters))
         for index in self._unapplied:
@@ -304,6 +308,23 @@ class UpdateLedger(Timeline):
             return None
         epoch = sum(1 for p in self.passes[:last.index + 1] if p.loader == last.loader and p.updates)
         return {"pass": last.index, "epoch": epoch, "batches": last.batches, "of": total}
+
+    def _fed_across_optimizers(self) -> bool:
+        """Whether a model's output, with no gradient to carry back, was the input of a model another optimizer trains
+        (a generator's batch handed to the discriminator while the generator is frozen or detached)."""
+        def owner(forward) -> int | None:
+            module = forward.ref() if forward.ref is not None else None
+            if not isinstance(module, torch.nn.Module):
+                return None
+            return next((self._owners[id(p)] for p in module.parameters() if id(p) in self._owners), None)
+
+        for producer in self.forwards:
+            if not producer.fed:
+                continue
+            mine = owner(producer)
+            if mine is not None and any(owner(self.forwards[i]) not in (None, mine) for i in producer.fed[:4]):
+                return True
+        return False
 
     def _disjoint_optimizers(self) -> bool:
         used = [opt for opt in self.optimizers if id(opt) in self._updaters]

@@ -42,7 +42,11 @@ class Session(UpdateLedger):
             loss_forwards=self.reached_per_loss(),
             loss_groups=self.loss_groups,
             optimizers=sum(1 for opt in self.optimizers if id(opt) in self._updaters),
-            adversarial=self._alternations >= 2 and self._coupled and self._disjoint_optimizers(),
+            # optimizers that take turns, each on its own backward pass, on models that one backward pass couples or
+            # one feeds the other (a GAN's two players, the idle one frozen), not one backward pass applied by the
+            # optimizers of an encoder and a decoder
+            adversarial=self._alternations >= 2 and self._joint_steps < self._alternations
+            and (self._coupled or self._fed_across_optimizers()) and self._disjoint_optimizers(),
             policy_gradient=self.samples_drawn > 0 and self.score_terms > 0,
             trained_params=len(params),
             params_finite=all(math.isfinite(total_norm([p])) for p in params),

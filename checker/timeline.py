@@ -257,7 +257,8 @@ class Timeline(EventBus):
                     t.register_hook(reached)
                 except RuntimeError:  # a tensor kind that takes no hooks: its phase stays unknown
                     pass
-            elif not forward.grad and (key := tensors.storage_key(t)) is not None:
+            elif (key := tensors.storage_key(t)) is not None:  # an output no backward can reach through: a
+                # frozen or no-grad forward's, which may feed another model (a GAN's generated batch, features)
                 self._unused_outputs[key] = (weakref.ref(t), forward)
                 while len(self._unused_outputs) > RECENT_OUTPUTS:
                     self._unused_outputs.popitem(last=False)

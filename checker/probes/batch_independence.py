@@ -7,16 +7,25 @@ is fed pieces of its neighbours. Nothing raises; the model learns far less.
 Rule. At the first update (or the end of the run), the probe takes the latest training
 forward of a model that takes token ids (an integer ``(batch, time)`` argument, an
 ``nn.Embedding`` in the model), with at least two samples. A float32 copy of the model
-in eval mode, no autocast, is run on that batch, then again with the real tokens of every
-sample but the first replaced by other token ids drawn from the batch (padding
-positions, and sample 1, kept as they were; a fixed generator). Sample 1's outputs
-(every output whose leading dimension is the batch's) must not change.
+in eval mode, no autocast, is run on that batch twice (every random stream, torch's,
+Python's and NumPy's, seeded alike before each run: the two must agree bit for bit, or the
+forward draws on something else and nothing is compared), then twice more: with the real
+tokens of every sample but the first replaced by other token ids drawn from the batch
+(padding positions kept; a fixed generator), and with those of the first sample replaced.
+The first sample's outputs must not move in the first of these, nor the other samples'
+outputs in the second (a causal model's first position ignores the rest of its sequence,
+but its later positions read the first). Outputs compared: those with one entry per sample
+along the dimension tested; an output that is zero wherever compared (a buffer the model
+never fills) tells nothing and is skipped.
 
-When they change and the tokens have a second dimension, the same comparison is made along it (every
-sample but the first of the second dimension replaced, each output's first entry along it compared): tokens laid
-out time first, ``(time, batch)``, the default of ``nn.Transformer`` and of the recurrent layers, have time as
-their first dimension, along which a sequence model mixes by design. Where the outputs do not move that way, the
-samples are the second dimension's and that comparison is the one judged.
+When the outputs move and the tokens have a second dimension, the same test is made along
+it: tokens laid out time first, ``(time, batch)``, the default of ``nn.Transformer`` and of
+the recurrent layers, have time as their first dimension, along which a sequence model
+mixes by design. Outputs compared along the second dimension are those laid out like the
+tokens (``(time, batch, ...)``) or with three dimensions or more (a state ``(layers, batch,
+features)``), never a 2-D output that is as wide by chance (``(T * B, vocabulary)``). Where
+the second dimension's entries are independent, they are the samples and that test is the
+one judged; where both dimensions move, the first one's is reported.
 
 * pass: they change by at most 1e-6 of their scale;
 * fail: by more than 1e-3 of it;
@@ -42,7 +51,11 @@ time first, as in a batchified language model). Cannot tell when the copy's forw
 
 The check never disturbs the run: the copy runs with the RNG forked, autocast off, every
 module hook and the session's events muted (as grad-check's copy). Cost: one deep copy
-and two forwards of one batch, once per run.
+and four forwards of one batch once per run (eight when the second dimension is tested).
+
+Not caught: a forward called as ``model.forward(x)`` skips the module's hooks, so only the
+modules it calls are seen; a model whose weights start near zero can mix samples by less
+than rounding at the first update (the probe's moment).
 """
 from __future__ import annotations
 
@@ -138,6 +151,9 @@ def check(session, found) -> Observation:
                 across = compare(twin, found, 1)
                 if across is not None and (compared is None or not changed(*across)):
                     compared, obs.samples, obs.time_first = across, int(found.tokens.shape[1]), True
+        except Unsteady as exc:
+            obs.problem = str(exc)
+            return obs
         except Exception as exc:
             obs.problem = f"the model's forward failed on the copy ({type(exc).__name__}: {exc})"
             return obs
@@ -152,6 +168,10 @@ def check(session, found) -> Observation:
     return obs
 
 
+class Unsteady(Exception):
+    """The copy's forward does not repeat itself on the same input: no comparison can be trusted."""
+
+
 def compare(twin, found, dim: int) -> tuple[float | None, float] | None:
     """Whether the entries along ``dim`` are independent samples: the copy run on the batch, then with the real tokens
     of every entry but the first replaced (the first entry's outputs must not move), then with those of the first
@@ -160,6 +180,7 @@ def compare(twin, found, dim: int) -> tuple[float | None, float] | None:
     no output has one entry per sample along ``dim``, or every such output is zero wherever it is compared."""
     import torch
 
+    from checker.probes._shared.replay import seed_all
     from checker.probes._shared.token_inputs import convert, float_outputs
 
     tokens = found.tokens.detach()
@@ -178,13 +199,20 @@ def compare(twin, found, dim: int) -> tuple[float | None, float] | None:
             t = t.detach()
             return t.float() if t.is_floating_point() else t
 
-        torch.manual_seed(0)
+        seed_all(0)
         out = twin(*convert(found.args, same), **convert(found.kwargs, same))
-        return [t for t in float_outputs(out) if t.dim() > dim and t.shape[dim] == n]
+        # along the second dimension, an output laid out like the tokens ((time, batch, ...)) or a state with the
+        # batch second ((layers, batch, features)); not a 2-D output that is as wide by chance ((T * B, vocabulary))
+        return [t for t in float_outputs(out) if t.dim() > dim and t.shape[dim] == n
+                and (dim == 0 or t.dim() >= 3 or t.shape[0] == tokens.shape[0])]
 
     base = run(tokens)
     if not base:
         return None
+    again = run(tokens)
+    if any(a.shape != b.shape or not torch.equal(a, b) for a, b in zip(base, again)):
+        raise Unsteady("the copy's outputs differ between two runs on the same batch, with every random stream "
+                       "seeded alike: its forward draws on something else (the clock, a stream of its own)")
     worst = None
     for kept, replaced in ((first, real & ~first), (~first, real & first)):
         for a, b in zip(base, run(torch.where(replaced, drawn, tokens))):

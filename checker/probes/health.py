@@ -23,7 +23,9 @@ Criteria (each its own row; a criterion whose premise the run does not meet says
   labels, ends at least 5 % below ln(k) (a model that learned only the labels'
   mean falls steadily onto chance); not judged when no loss went through ``backward()`` (gradients from
   ``torch.autograd.grad`` or ``torch.func.grad``, assigned to ``.grad``), nor when two optimizers take turns on disjoint
-  parameters (adversarial training), nor for a policy gradient (the run samples from ``torch.distributions`` and
+  parameters, each after its own backward pass, on models one backward pass couples or one feeds the other (adversarial
+  training: a GAN, its idle player frozen or not; not an encoder and a decoder whose optimizers both apply one backward
+  pass), nor for a policy gradient (the run samples from ``torch.distributions`` and
   takes the log-probability of sampled values with gradients: PPO, actor-critic; its loss weighs them by returns
   that move as the policy learns), for a stage that began at the level where an
   earlier stage's loss had settled (it continues a trained model), per forward where each loss

@@ -194,9 +194,11 @@ def compare(twin, found, row: int, length: int) -> tuple[float | None, float]:
                     t = t.narrow(d, 0, keep)
         return t.float() if t.is_floating_point() else t
 
+    from checker.probes._shared.replay import seed_all
+
     outputs = []
     for keep in (time, length):
-        torch.manual_seed(0)
+        seed_all(0)
         args = convert(found.args, lambda t: cut(t, keep))
         kwargs = convert(found.kwargs, lambda t: cut(t, keep))
         outputs.append(float_outputs(twin(*args, **kwargs)))

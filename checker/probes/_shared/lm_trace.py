@@ -343,6 +343,7 @@ def outputs(twin, args: tuple, kwargs: dict, tokens, new) -> list:
     """The copy's floating outputs for the arguments with ``tokens`` swapped for ``new`` (detached copies)."""
     import torch
 
+    from checker.probes._shared.replay import seed_all
     from checker.tensors import tensors_in
 
     def swap(value):
@@ -356,7 +357,7 @@ def outputs(twin, args: tuple, kwargs: dict, tokens, new) -> list:
             return {k: swap(v) for k, v in value.items()}
         return value
 
-    torch.manual_seed(0)  # every forward draws alike: randomness left on in eval mode cannot pass for a change
+    seed_all(0)  # every forward draws alike: randomness left on in eval mode cannot pass for a change
     out = twin(*swap(tuple(args)), **swap(dict(kwargs)))
     return [t.detach() for t in tensors_in(out) if t.is_floating_point()]
 

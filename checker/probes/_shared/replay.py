@@ -85,6 +85,20 @@ def quiet(session):
             registry.update(items)
 
 
+def seed_all(seed: int = 0) -> None:
+    """Every random stream a forward may draw from (torch's, Python's, NumPy's if the script imported it) set to
+    ``seed``: a replay run twice draws alike (dropout left on, teacher forcing decided by ``random.random()``). Only
+    inside :func:`forked_rng`, which gives the script its own streams back."""
+    import random
+
+    import torch
+
+    torch.manual_seed(seed)
+    random.seed(seed)
+    numpy = sys.modules.get("numpy.random")
+    if numpy is not None:
+        numpy.seed(seed)
+
 @contextlib.contextmanager
 def forked_rng(device):
     """The script's random streams, as they were: torch's (CPU and the model's GPU), Python's and NumPy's."""
