@@ -254,7 +254,7 @@ class Instrumentation:
         def sampled(original: Callable) -> Callable:
             @functools.wraps(original)
             def sample(*args: Any, **kwargs: Any):
-                session.samples_drawn += 1
+                session.sampled()
                 return original(*args, **kwargs)
             return sample
 
@@ -264,7 +264,7 @@ class Instrumentation:
                 result = original(distribution, value, *args, **kwargs)
                 if isinstance(result, torch.Tensor) and result.requires_grad and isinstance(value, torch.Tensor) \
                         and not value.requires_grad:
-                    session.score_terms += 1
+                    session.scored()
                 return result
             return log_prob
 
@@ -273,7 +273,7 @@ class Instrumentation:
             if issubclass(cls, distributions.Distribution):
                 for name, wrap in (("sample", sampled), ("log_prob", scored)):
                     if name in vars(cls):
-                        self._patch(cls, name, wrap(vars(cls)[name]))
+                        self.patches.patch(cls, name, wrap(vars(cls)[name]), watched=False)
 
     def _wrap_packing(self) -> None:
         """``pack_padded_sequence``: the padded batch goes on to a recurrent layer packed, its padding skipped."""

@@ -40,6 +40,9 @@ class UpdateLedger(Timeline):
     _last_updater: int | None = None
     _alternations: int = 0  # updates by another optimizer than the last, with a backward in between
     _joint_steps: int = 0  # updates by another optimizer than the last, with no backward in between
+    _samples: int = 0  # sample() calls of torch.distributions (actions drawn, as a policy acts)
+    _samples_by_last_update: int = 0  # ... made before the last update (acting between updates, not after training)
+    _score_terms: int = 0  # log_prob calls with gradients of a value that has none (a sampled action's)
     _hand_models: set[int] = field(default_factory=set)  # top-level modules that had parameters updated by hand
     _hand_trained: set[int] = field(default_factory=set)  # ids of their parameters
     _owners: dict[int, int] = field(default_factory=dict)  # parameter id -> id of the optimizer holding it
@@ -260,6 +263,7 @@ class UpdateLedger(Timeline):
         self._unapplied.clear()
         self.updates += 1
         self._backwards_since_update = 0
+        self._samples_by_last_update = self._samples
         self._credit()
 
     def _settle_backward(self) -> None:
@@ -308,6 +312,18 @@ class UpdateLedger(Timeline):
             return None
         epoch = sum(1 for p in self.passes[:last.index + 1] if p.loader == last.loader and p.updates)
         return {"pass": last.index, "epoch": epoch, "batches": last.batches, "of": total}
+
+    def sampled(self) -> None:
+        self._samples += 1
+
+    def scored(self) -> None:
+        self._score_terms += 1
+
+    def policy_gradient(self) -> bool:
+        """Whether the loss is a policy gradient's: log-probabilities of sampled values taken with gradients, and
+        values sampled between the updates, at least one for every two (a policy acting; a density model sampled once
+        after training, or once an epoch, is not)."""
+        return self._score_terms > 0 and self.updates > 0 and 2 * self._samples_by_last_update >= self.updates
 
     def _fed_across_optimizers(self) -> bool:
         """Whether a model's output, with no gradient to carry back, was the input of a model another optimizer trains

@@ -24,14 +24,19 @@ class Patches:
         self._originals: list[tuple[Any, str, Any, bool]] = []  # (owner, name, what was there, set on owner itself)
         self._hooks: list[tuple[Any, str, Any, int]] = []  # (owner of the registry, its name, the registry, hook id)
         self._handles: list[Any] = []
+        self._unwatched: set[tuple[int, str]] = set()  # patches a script may replace (see ``patch``)
 
-    def patch(self, owner: Any, name: str, replacement: Any) -> Any:
-        """Replace ``owner.name`` by ``replacement``; returns what was there."""
+    def patch(self, owner: Any, name: str, replacement: Any, watched: bool = True) -> Any:
+        """Replace ``owner.name`` by ``replacement``; returns what was there. ``watched=False``: a patch that only
+        informs a premise, which a script may replace in turn (a library that wraps ``Categorical.sample``) without
+        that counting as tampering."""
         original = getattr(owner, name)
         own = name in vars(owner) if isinstance(owner, type) else True
         self._originals.append((owner, name, vars(owner)[name] if isinstance(owner, type) and own else original, own))
         setattr(owner, name, replacement)
         self._patched[id(owner), name] = (owner, name, replacement)
+        if not watched:
+            self._unwatched.add((id(owner), name))
         return original
 
     def hook(self, owner: Any, registry: str, handle: Any) -> Any:
@@ -80,7 +85,8 @@ class Patches:
         found = [f"{getattr(owner, '__name__', owner)}.{registry}" for owner, registry, hooks, hook_id in self._hooks
                  if getattr(owner, registry, None) is not hooks or hook_id not in hooks]
         found += [f"{getattr(owner, '__qualname__', getattr(owner, '__name__', owner))}.{name}"
-                  for owner, name, replacement in self._patched.values() if _current(owner, name) is not replacement]
+                  for key, (owner, name, replacement) in self._patched.items()
+                  if key not in self._unwatched and _current(owner, name) is not replacement]
         return list(dict.fromkeys(found))
 
     def undo(self) -> None:
@@ -94,10 +100,11 @@ class Patches:
             handle.remove()
         self._originals, self._handles, self._hooks = [], [], []
         self._patched.clear()
+        self._unwatched.clear()
 
     def patched(self) -> list[tuple[Any, str]]:
-        """Every (owner, attribute name) replaced, for the tests that undo each one."""
-        return [(owner, name) for owner, name, _ in self._patched.values()]
+        """Every (owner, attribute name) replaced and watched, for the tests that undo each one."""
+        return [(owner, name) for key, (owner, name, _) in self._patched.items() if key not in self._unwatched]
 
 
 def _current(owner: Any, name: str) -> Any:

@@ -20,8 +20,6 @@ class Session(UpdateLedger):
     script_globals: dict[str, Any] = field(default_factory=dict)  # the finished script's globals, for naming
     rank: int | None = None  # in a process group: this process's rank, and the group's size
     world: int = 1
-    samples_drawn: int = 0  # sample() calls of torch.distributions (actions drawn, as a policy acts)
-    score_terms: int = 0  # log_prob calls with gradients of a value that has none (see Instrumentation)
     patches: Patches = field(init=False)  # every patch and hook of the checker's, for the tamper check
 
     def __post_init__(self) -> None:
@@ -47,7 +45,7 @@ class Session(UpdateLedger):
             # optimizers of an encoder and a decoder
             adversarial=self._alternations >= 2 and self._joint_steps < self._alternations
             and (self._coupled or self._fed_across_optimizers()) and self._disjoint_optimizers(),
-            policy_gradient=self.samples_drawn > 0 and self.score_terms > 0,
+            policy_gradient=self.policy_gradient(),
             trained_params=len(params),
             params_finite=all(math.isfinite(total_norm([p])) for p in params),
             eval_forwards=phases.count(EVAL),

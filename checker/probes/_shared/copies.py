@@ -63,8 +63,8 @@ class Copies:
         self.modules: dict[int, tuple] = {}  # module serial -> (parameter references, shapes, module reference)
         self.trained_modules: dict[tuple, list[int]] = {}  # shapes -> serials of modules with trained parameters
         self.shallow: set[int] = set()  # serials of shallow copies of a trained module
-        self.firsts: dict[int, set] = {}  # id of a trained module's first parameter -> the shapes of the modules it
-        # begins (a network, and its first layer where that also ran at top level)
+        self.firsts: dict[int, set] = {}  # id of a trained module's first trained parameter -> the shapes of the
+        # modules it begins (a network, and its first layer where that also ran at top level)
         self.updates: dict[tuple, int] = {}  # shapes -> updates of the trained modules of those shapes
         self.records: dict[tuple, Copy] = {}  # shapes -> the record of the copies of those shapes
         self.last: dict[tuple, int] = {}  # shapes -> the update count at the last comparison
@@ -165,12 +165,14 @@ class Copies:
         params = list(module.parameters())
         known = self.modules[forward.module] = (tuple(self.ref(p) for p in params),
                                                  tuple(tuple(p.shape) for p in params), self.ref(module))
-        if params and all(p in self.trained for p in params):
+        # trained: an optimizer holds its parameters, all but frozen ones (DINO's head keeps a weight norm fixed)
+        if any(p in self.trained for p in params) and all(p in self.trained or not p.requires_grad for p in params):
             shapes = known[1]
             if any(shallow_copy(module, self.modules[s][2]()) for s in self.trained_modules.get(shapes, ())):
                 self.shallow.add(forward.module)
             else:
-                self.firsts.setdefault(id(params[0]), set()).add(shapes)
+                first = next(p for p in params if p in self.trained)  # an update lists it (not a frozen one)
+                self.firsts.setdefault(id(first), set()).add(shapes)
             self.trained_modules.setdefault(shapes, []).append(forward.module)
         return known
 
