@@ -208,14 +208,13 @@ def observe(run: Callable[[], dict], device: str, channel_dir: str, key: str,
 
     session.patches.patch(os, "_exit", functools.wraps(real_exit)(_exit))
     outcome = run()
+    # before the record: once it is written, the runner ends the process group, workers and all
+    instrumentation.release_workers()
     if session.prefix_stop is not None:
         outcome["prefix"] = session.prefix_stop
     if outcome.get("exit_called"):
         outcome.update(training_state(session))
-    try:
-        return conclude(outcome)
-    finally:
-        instrumentation.release_workers()
+    return conclude(outcome)
 
 
 def training_state(session) -> dict:
