@@ -26,6 +26,7 @@ class RunFacts:
     backwards: int = 0
     null_backwards: int = 0  # backward passes due no update (only zero gradients, for parameters trained by hand)
     backwards_before_first_update: int | None = None
+    usual_gap: int | None = None  # backward passes most updates followed
     losses: list[float | None] = field(default_factory=list)  # per backward; None: NaN or infinite
     loss_forwards: list[int] = field(default_factory=list)  # per loss: the forwards since the loss before it that a
     # backward pass reached (how many forwards it sums: 1 in most scripts, an episode's steps in a policy gradient)
@@ -60,8 +61,9 @@ class RunFacts:
 
     @property
     def accumulation(self) -> int:
-        """Backward passes per update, read off the first update (1 without accumulation)."""
-        return max(1, self.backwards_before_first_update or 1)
+        """Backward passes per update (1 without accumulation): read off the first update, or off most updates where
+        that is more (an accumulation window cut short at the start of each epoch, ``step % k == 0`` from step 0)."""
+        return max(1, self.backwards_before_first_update or 1, self.usual_gap or 1)
 
     def skipped_updates(self) -> tuple[int, int]:
         """(training batches that ended without the update they were due, training batches).

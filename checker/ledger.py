@@ -40,6 +40,7 @@ class UpdateLedger(Timeline):
     _last_updater: int | None = None
     _alternations: int = 0  # updates by another optimizer than the last, with a backward in between
     _joint_steps: int = 0  # updates by another optimizer than the last, with no backward in between
+    _gaps: dict[int, int] = field(default_factory=dict)  # backward passes between two updates -> how often
     _samples: int = 0  # sample() calls of torch.distributions (actions drawn, as a policy acts)
     _samples_by_last_update: int = 0  # ... made before the last update (acting between updates, not after training)
     _score_terms: int = 0  # log_prob calls with gradients of a value that has none (a sampled action's)
@@ -261,6 +262,8 @@ class UpdateLedger(Timeline):
         for index in self._unapplied:
             self.loss_groups[index] = group
         self._unapplied.clear()
+        if self._backwards_since_update:
+            self._gaps[self._backwards_since_update] = self._gaps.get(self._backwards_since_update, 0) + 1
         self.updates += 1
         self._backwards_since_update = 0
         self._samples_by_last_update = self._samples
@@ -312,6 +315,10 @@ class UpdateLedger(Timeline):
             return None
         epoch = sum(1 for p in self.passes[:last.index + 1] if p.loader == last.loader and p.updates)
         return {"pass": last.index, "epoch": epoch, "batches": last.batches, "of": total}
+
+    def usual_gap(self) -> int | None:
+        """The number of backward passes most updates followed (the smaller on a tie); None before any update."""
+        return max(self._gaps, key=lambda gap: (self._gaps[gap], -gap)) if self._gaps else None
 
     def sampled(self) -> None:
         self._samples += 1

@@ -36,6 +36,7 @@ class Session(UpdateLedger):
             backwards=self.backwards,
             null_backwards=self.null_backwards,
             backwards_before_first_update=self.backwards_before_first_update,
+            usual_gap=self.usual_gap(),
             losses=self.losses,
             loss_forwards=self.reached_per_loss(),
             loss_groups=self.loss_groups,
