@@ -129,10 +129,10 @@ def tensors_in(value: Any, limit: int = MAX_OUTPUT_TENSORS) -> list[torch.Tensor
     return found
 
 
-def grad_leaves(t: torch.Tensor, limit: int = 64) -> list[torch.Tensor] | None:
+def grad_leaves(t: torch.Tensor, limit: int = 64, whole: bool = True) -> list[torch.Tensor] | None:
     """The leaf tensors a gradient of ``t`` would reach (those that require grad), read from its autograd graph
-    without running it; None when the graph has more than ``limit`` nodes (a model's whole forward) or cannot be
-    read."""
+    without running it. When the graph has more than ``limit`` nodes (a model's whole forward): None, or with
+    ``whole=False`` the leaves of the first ``limit``. None when the graph cannot be read."""
     if not t.requires_grad:
         return []
     if t.grad_fn is None:
@@ -143,9 +143,9 @@ def grad_leaves(t: torch.Tensor, limit: int = 64) -> list[torch.Tensor] | None:
             node = stack.pop()
             if node is None or id(node) in seen:
                 continue
+            if len(seen) >= limit:
+                return None if whole else leaves
             seen.add(id(node))
-            if len(seen) > limit:
-                return None
             variable = getattr(node, "variable", None)  # an AccumulateGrad node: the leaf it writes .grad to
             if isinstance(variable, torch.Tensor):
                 leaves.append(variable)

@@ -214,13 +214,12 @@ def compare(twin, found, dim: int) -> tuple[float | None, float] | None:
         raise Unsteady("the copy's outputs differ between two runs on the same batch, with every random stream "
                        "seeded alike: its forward draws on something else (the clock, a stream of its own)")
     worst = None
-    for kept, replaced in ((first, real & ~first), (~first, real & first)):
+    head, rest = torch.tensor([0]), torch.arange(1, n)  # the first entry along ``dim``, and the others
+    for kept, replaced in ((head, real & ~first), (rest, real & first)):
         for a, b in zip(base, run(torch.where(replaced, drawn, tokens))):
             if a.shape != b.shape:
                 continue
-            keep = kept.reshape(kept.shape + (1,) * (a.dim() - kept.dim())) if a.shape[:kept.dim()] == kept.shape \
-                else kept.select(1 - dim, 0).reshape((1,) * dim + (n,) + (1,) * (a.dim() - dim - 1))
-            a, b = a[keep.expand_as(a)], b[keep.expand_as(b)]
+            a, b = a.index_select(dim, kept.to(a.device)), b.index_select(dim, kept.to(b.device))
             if not (bool(a.isfinite().all()) and bool(b.isfinite().all())):
                 return None, 0.0
             scale = float(a.abs().max()) if a.numel() else 0.0

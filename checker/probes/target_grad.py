@@ -165,21 +165,10 @@ class Observer:
 
 def leaves(tensor) -> list:
     """The tensors that require grad at the leaves of the graph behind ``tensor`` (its gradient accumulators'
-    variables), or ``tensor`` itself when it is one."""
-    if tensor.grad_fn is None:
-        return [tensor] if tensor.requires_grad else []
-    found, seen, stack = [], set(), [tensor.grad_fn]
-    while stack and len(seen) < MAX_NODES:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        variable = getattr(node, "variable", None)
-        if variable is not None:
-            found.append(variable)
-            continue
-        stack += [child for child, _ in node.next_functions]
-    return found
+    variables, within ``MAX_NODES`` nodes), or ``tensor`` itself when it is one."""
+    from checker.tensors import grad_leaves
+
+    return grad_leaves(tensor, MAX_NODES, whole=False) or []
 
 
 def judge(obs: Observation, facts: RunFacts) -> Finding:
